@@ -1,0 +1,174 @@
+use crate::bindings::almanac::plugin::types::{self, DbError};
+use crate::bindings::exports::almanac::plugin::task as wit;
+use crate::value::Timestamp;
+
+/// A task: what the plugin exports. See the crate docs for a whole plugin.
+pub trait Task {
+    /// The task's name, schedule and defaults.
+    fn describe() -> TaskInfo;
+
+    /// Up to `limit` keys of `slot` after `after`, ascending; an empty page ends the slot.
+    fn plan(slot: &Slot, tx: &crate::Tx, after: Option<&str>, limit: u32) -> Result<Vec<String>, Error>;
+
+    /// Do one job inside `tx`; `Ok` marks it done in the same transaction.
+    fn run(job: &Job, tx: &crate::Tx) -> Result<(), Error>;
+}
+
+/// Catch-up policy for slots missed while no host ran.
+pub type CatchUp = wit::CatchUp;
+
+/// Builder for the WIT `task-info`.
+pub struct TaskInfo(wit::TaskInfo);
+
+impl TaskInfo {
+    /// A task with the given name, cron expression and IANA zone. Defaults: catch up
+    /// all missed slots, 5 attempts, 30 s per call, no setup SQL.
+    pub fn new(name: &str, schedule: &str, zone: &str) -> Self {
+        TaskInfo(wit::TaskInfo {
+            name: name.to_owned(),
+            version: String::from("0.0.0"),
+            schedule: schedule.to_owned(),
+            zone: zone.to_owned(),
+            catch_up: CatchUp::All,
+            max_attempts: 5,
+            timeout_ms: 30_000,
+            setup: Vec::new(),
+        })
+    }
+
+    /// The plugin's version (shown in status).
+    pub fn version(mut self, version: &str) -> Self {
+        self.0.version = version.to_owned();
+        self
+    }
+
+    /// Policy for missed slots.
+    pub fn catch_up(mut self, catch_up: CatchUp) -> Self {
+        self.0.catch_up = catch_up;
+        self
+    }
+
+    /// Attempts before a job is marked failed.
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.0.max_attempts = attempts;
+        self
+    }
+
+    /// Wall-clock limit per call, in milliseconds.
+    pub fn timeout_ms(mut self, ms: u32) -> Self {
+        self.0.timeout_ms = ms;
+        self
+    }
+
+    /// Idempotent DDL for the plugin's own tables, applied by the host at load.
+    pub fn setup(mut self, statements: &[&str]) -> Self {
+        self.0.setup = statements.iter().map(|s| (*s).to_owned()).collect();
+        self
+    }
+}
+
+/// One business period.
+#[derive(Debug, Clone)]
+pub struct Slot(types::Slot);
+
+impl Slot {
+    /// The occurrence that opens the period.
+    pub fn start(&self) -> Timestamp {
+        Timestamp(self.0.start)
+    }
+    /// The next occurrence.
+    pub fn end(&self) -> Timestamp {
+        Timestamp(self.0.end)
+    }
+    /// The period's name in the business zone, e.g. "2026-03-08".
+    pub fn label(&self) -> &str {
+        &self.0.label
+    }
+    /// The business zone.
+    pub fn zone(&self) -> &str {
+        &self.0.zone
+    }
+}
+
+/// One job: `(task, slot, key)` plus its attempt number.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// Task name.
+    pub task: String,
+    /// Business period.
+    pub slot: Slot,
+    /// Entity key from `plan`.
+    pub key: String,
+    /// 1 on the first attempt.
+    pub attempt: u32,
+    /// Optional JSON payload.
+    pub payload: Option<String>,
+}
+
+/// Why a call failed, and whether to try again.
+#[derive(Debug, Clone)]
+pub struct Error {
+    /// Stored as the job's last error.
+    pub message: String,
+    /// Retry with backoff (true) or mark failed now (false).
+    pub retryable: bool,
+}
+
+impl Error {
+    /// A failure worth retrying later.
+    pub fn retryable(message: impl std::fmt::Display) -> Self {
+        Error { message: message.to_string(), retryable: true }
+    }
+
+    /// A failure that retrying will not fix.
+    pub fn permanent(message: impl std::fmt::Display) -> Self {
+        Error { message: message.to_string(), retryable: false }
+    }
+}
+
+impl From<DbError> for Error {
+    fn from(e: DbError) -> Self {
+        let message = match &e.sqlstate {
+            Some(code) => format!("database error {code}: {}", e.message),
+            None => e.message,
+        };
+        Error { message, retryable: e.retryable }
+    }
+}
+
+/// The glue [`crate::export_task!`] expands to.
+pub mod bridge {
+    use super::*;
+    use crate::bindings::almanac::plugin::db::Transaction;
+
+    fn to_wit(e: Error) -> wit::TaskError {
+        wit::TaskError { message: e.message, retryable: e.retryable }
+    }
+
+    /// `describe`, lowered.
+    pub fn describe<T: Task>() -> wit::TaskInfo {
+        T::describe().0
+    }
+
+    /// `plan`, lowered.
+    pub fn plan<T: Task>(
+        slot: types::Slot,
+        tx: &Transaction,
+        after: Option<String>,
+        limit: u32,
+    ) -> Result<Vec<String>, wit::TaskError> {
+        T::plan(&Slot(slot), &crate::Tx(tx), after.as_deref(), limit).map_err(to_wit)
+    }
+
+    /// `run`, lowered.
+    pub fn run<T: Task>(job: types::Job, tx: &Transaction) -> Result<(), wit::TaskError> {
+        let job = Job {
+            task: job.task,
+            slot: Slot(job.slot),
+            key: job.key,
+            attempt: job.attempt,
+            payload: job.payload,
+        };
+        T::run(&job, &crate::Tx(tx)).map_err(to_wit)
+    }
+}
