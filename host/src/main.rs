@@ -1,1 +1,6 @@
-fn main(){}
+//! The `almanac` binary.
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,17 @@
+//! The one `bindgen!` of the host, for world `almanac:plugin/task-plugin@0.1.0`.
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "task-plugin",
+        imports: { default: async | trappable },
+        exports: { default: async },
+        with: {
+            "almanac:plugin/db.transaction": crate::capability::db::Transaction,
+        },
+    });
+}
+
+pub use generated::*;
+
+/// The WIT package version this host implements.
+pub const WIT_VERSION: &str = "almanac:plugin@0.1.0";

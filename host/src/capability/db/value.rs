@@ -1,0 +1,138 @@
+//! WIT `value` <-> PostgreSQL wire values. Parameters are encoded for the type the
+//! server inferred for their placeholder; a value that does not fit is an error naming
+//! both types, never a silent conversion.
+use std::error::Error as StdError;
+
+use bytes::BytesMut;
+use chrono::{DateTime, NaiveDateTime, Utc};
+use postgres_types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+use rust_decimal::Decimal;
+use tokio_postgres::Row;
+
+use crate::bindings::almanac::plugin::types::Value;
+
+type BoxError = Box<dyn StdError + Sync + Send>;
+
+/// One guest parameter, encoded on demand for the placeholder's type.
+#[derive(Debug)]
+pub struct Param<'a>(pub &'a Value);
+
+fn micros_to_utc(us: i64) -> Result<DateTime<Utc>, BoxError> {
+    DateTime::from_timestamp_micros(us).ok_or_else(|| format!("timestamp {us} µs is out of range").into())
+}
+
+fn mismatch(value: &Value, ty: &Type) -> BoxError {
+    format!("a {} value does not fit a parameter of type {}", kind(value), ty.name()).into()
+}
+
+impl ToSql for Param<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match (self.0, ty) {
+            (Value::Null, _) => Ok(IsNull::Yes),
+            (Value::Boolean(b), &Type::BOOL) => b.to_sql(ty, out),
+            (Value::Int(i), &Type::INT8) => i.to_sql(ty, out),
+            (Value::Int(i), &Type::INT4) => {
+                i32::try_from(*i).map_err(|_| format!("{i} does not fit integer"))?.to_sql(ty, out)
+            }
+            (Value::Int(i), &Type::INT2) => {
+                i16::try_from(*i).map_err(|_| format!("{i} does not fit smallint"))?.to_sql(ty, out)
+            }
+            (Value::Int(i), &Type::NUMERIC) => Decimal::from(*i).to_sql(ty, out),
+            (Value::Float(f), &Type::FLOAT8) => f.to_sql(ty, out),
+            (Value::Float(f), &Type::FLOAT4) => (*f as f32).to_sql(ty, out),
+            (Value::Text(s), t) if is_text(t) => s.as_str().to_sql(&Type::TEXT, out),
+            (Value::Bytes(b), &Type::BYTEA) => b.as_slice().to_sql(ty, out),
+            (Value::Timestamp(us), &Type::TIMESTAMPTZ) => micros_to_utc(*us)?.to_sql(ty, out),
+            (Value::Timestamp(us), &Type::TIMESTAMP) => micros_to_utc(*us)?.naive_utc().to_sql(ty, out),
+            (Value::Json(s), &Type::JSON) => {
+                out.extend_from_slice(s.as_bytes());
+                Ok(IsNull::No)
+            }
+            (Value::Json(s), &Type::JSONB) => {
+                // jsonb's binary format is a version byte followed by the JSON text.
+                out.extend_from_slice(&[1]);
+                out.extend_from_slice(s.as_bytes());
+                Ok(IsNull::No)
+            }
+            (Value::Numeric(s), &Type::NUMERIC) => {
+                s.parse::<Decimal>().map_err(|e| format!("numeric {s:?}: {e}"))?.to_sql(ty, out)
+            }
+            (value, ty) => Err(mismatch(value, ty)),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+fn is_text(ty: &Type) -> bool {
+    matches!(*ty, Type::TEXT | Type::VARCHAR | Type::BPCHAR | Type::NAME | Type::UNKNOWN)
+}
+
+/// Raw column bytes, so each type can be decoded by hand.
+struct Raw<'a>(&'a [u8]);
+
+impl<'a> FromSql<'a> for Raw<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(Raw(raw))
+    }
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// Convert every column of `row`; the error names the column and its type.
+pub fn row_values(row: &Row) -> Result<Vec<Value>, String> {
+    (0..row.len()).map(|i| column(row, i)).collect()
+}
+
+fn column(row: &Row, i: usize) -> Result<Value, String> {
+    let col = &row.columns()[i];
+    let ty = col.type_();
+    let fail = |e: BoxError| format!("column {:?} ({}): {e}", col.name(), ty.name());
+    let raw: Option<Raw> = row.try_get(i).map_err(|e| fail(e.into()))?;
+    let Some(Raw(raw)) = raw else { return Ok(Value::Null) };
+    let value = match *ty {
+        Type::BOOL => Value::Boolean(bool::from_sql(ty, raw).map_err(fail)?),
+        Type::INT2 => Value::Int(i16::from_sql(ty, raw).map_err(fail)?.into()),
+        Type::INT4 => Value::Int(i32::from_sql(ty, raw).map_err(fail)?.into()),
+        Type::INT8 => Value::Int(i64::from_sql(ty, raw).map_err(fail)?),
+        Type::OID => Value::Int(u32::from_sql(ty, raw).map_err(fail)?.into()),
+        Type::FLOAT4 => Value::Float(f32::from_sql(ty, raw).map_err(fail)?.into()),
+        Type::FLOAT8 => Value::Float(f64::from_sql(ty, raw).map_err(fail)?),
+        Type::BYTEA => Value::Bytes(raw.to_vec()),
+        Type::TIMESTAMPTZ => Value::Timestamp(DateTime::<Utc>::from_sql(ty, raw).map_err(fail)?.timestamp_micros()),
+        Type::TIMESTAMP => Value::Timestamp(NaiveDateTime::from_sql(ty, raw).map_err(fail)?.and_utc().timestamp_micros()),
+        Type::JSON => Value::Json(String::from_utf8_lossy(raw).into_owned()),
+        Type::JSONB => Value::Json(String::from_utf8_lossy(raw.get(1..).unwrap_or_default()).into_owned()),
+        Type::NUMERIC => Value::Numeric(Decimal::from_sql(ty, raw).map_err(fail)?.to_string()),
+        ref t if is_text(t) => Value::Text(String::from_utf8_lossy(raw).into_owned()),
+        _ => {
+            return Err(format!(
+                "column {:?} has type {}, which plugins cannot read directly; cast it in SQL (e.g. {}::text)",
+                col.name(),
+                ty.name(),
+                col.name()
+            ))
+        }
+    };
+    Ok(value)
+}
+
+/// The WIT name of a value's case, for messages.
+pub fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Boolean(_) => "boolean",
+        Value::Int(_) => "int",
+        Value::Float(_) => "float",
+        Value::Text(_) => "text",
+        Value::Bytes(_) => "bytes",
+        Value::Timestamp(_) => "timestamp",
+        Value::Json(_) => "json",
+        Value::Numeric(_) => "numeric",
+    }
+}

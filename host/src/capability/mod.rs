@@ -1,0 +1,3 @@
+//! What the host lends a plugin, one module per WIT interface.
+pub mod db;
+pub mod log;

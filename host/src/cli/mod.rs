@@ -1,0 +1,244 @@
+//! Command-line interface: parse, set up logging, pick the database, dispatch.
+mod demo;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+
+use almanac::cluster::{Cluster, Settings};
+use almanac::{db, executor, host, plugin, scheduler, status};
+
+#[derive(Parser)]
+#[command(name = "almanac", version, about = "Calendar jobs on PostgreSQL, exactly once in effect")]
+struct Cli {
+    /// PostgreSQL connection string (URL or key=value). When unset, Almanac starts a
+    /// private cluster under --data-dir with the system's PostgreSQL binaries.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    database_url: Option<String>,
+    /// Where the private cluster and the compiled-plugin cache live.
+    #[arg(long, default_value = ".almanac", global = true)]
+    data_dir: PathBuf,
+    /// Log line format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Apply pending migrations and exit.
+    Migrate,
+    /// Load the plugins in a folder and run their schedules and jobs until SIGTERM.
+    Run(RunArgs),
+    /// Per task: cursor, next slot, job counts, last error. Exits 1 if any job failed.
+    Status {
+        /// One JSON object per task, one per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Insert one job by identity (a no-op if it exists).
+    Enqueue {
+        task: String,
+        /// The slot's start, RFC 3339 (e.g. 2026-03-08T16:00:00Z).
+        #[arg(long)]
+        slot: chrono::DateTime<chrono::Utc>,
+        #[arg(long)]
+        key: String,
+    },
+    /// The seed's scenario end to end: 1,000 accounts, a three-day outage, catch-up.
+    Demo(demo::DemoArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct RunArgs {
+    /// Folder of plugin components (`*.wasm`).
+    #[arg(long)]
+    plugins: PathBuf,
+    /// Concurrent workers, each with its own connection.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Jobs claimed per transaction (1 = one job per transaction).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    batch: u16,
+    /// Do not apply pending migrations at start.
+    #[arg(long)]
+    no_migrate: bool,
+    /// Compiled-plugin cache [default: DATA_DIR/cache].
+    #[arg(long)]
+    cache_dir: Option<PathBuf>,
+    /// Linear memory limit per plugin instance, in MiB.
+    #[arg(long, default_value_t = 64)]
+    memory_limit_mib: usize,
+    /// First retry delay (doubles per attempt, with jitter).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    retry_base: Duration,
+    /// Longest retry delay.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    retry_max: Duration,
+    /// Idle polling interval (notifications wake workers sooner).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    poll_interval: Duration,
+    /// How often schedules are checked for due slots.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    tick: Duration,
+    /// Time in-flight work gets to finish after SIGTERM/SIGINT.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    shutdown_grace: Duration,
+    /// Longest a single statement may run on a host connection.
+    #[arg(long, default_value = "5min", value_parser = humantime::parse_duration)]
+    statement_timeout: Duration,
+    /// Longest a host transaction may sit idle before the server ends it.
+    #[arg(long, default_value = "5min", value_parser = humantime::parse_duration)]
+    idle_in_transaction_timeout: Duration,
+}
+
+impl RunArgs {
+    fn host_options(&self, data_dir: &std::path::Path) -> host::Options {
+        host::Options {
+            plugins_dir: self.plugins.clone(),
+            cache_dir: Some(self.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"))),
+            limits: plugin::Limits { memory_bytes: self.memory_limit_mib << 20, instances: (self.workers as u32) * 2 + 8 },
+            executor: executor::Options {
+                workers: self.workers,
+                batch: usize::from(self.batch),
+                retry_base: self.retry_base,
+                retry_max: self.retry_max,
+                poll_interval: self.poll_interval,
+            },
+            scheduler: scheduler::Options { tick: self.tick, ..scheduler::Options::default() },
+            session: db::SessionSettings {
+                statement_timeout: self.statement_timeout,
+                idle_in_transaction_timeout: self.idle_in_transaction_timeout,
+            },
+            migrate: !self.no_migrate,
+            shutdown_grace: self.shutdown_grace,
+        }
+    }
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format, matches!(cli.command, Command::Demo(_)));
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, quiet: bool) {
+    let default = if quiet { "warn" } else { "info" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    let shutdown = CancellationToken::new();
+    spawn_signal_handler(shutdown.clone());
+    match cli.command {
+        Command::Migrate => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let (mut client, _conn) = connect_once(&url).await?;
+            let applied = almanac::migrate::run(&mut client).await?;
+            println!("{} migration(s) applied", applied.len());
+        }
+        Command::Run(args) => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let host = host::Host::start(&url, args.host_options(&cli.data_dir), &shutdown).await?;
+            host.serve(shutdown).await?;
+        }
+        Command::Status { json } => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let (client, _conn) = connect_once(&url).await?;
+            let statuses = status::report(&client).await?;
+            if json {
+                for s in &statuses {
+                    println!("{}", serde_json::to_string(s)?);
+                }
+            } else {
+                print!("{}", status::render(&statuses));
+            }
+            if statuses.iter().any(|s| s.failed > 0) {
+                return Ok(ExitCode::from(1));
+            }
+        }
+        Command::Enqueue { task, slot, key } => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let pool = db::pool(db::config(&url, &db::SessionSettings::default())?, 1)?;
+            let conn = pool.get().await.context("cannot connect to the database")?;
+            let new = scheduler::enqueue(&conn, &task, slot, &key).await?;
+            println!("{}", if new { "enqueued" } else { "already present (no-op)" });
+        }
+        Command::Demo(args) => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac_demo").await?;
+            return demo::run(&url, &cli.data_dir, args, shutdown).await;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn spawn_signal_handler(shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) else { return };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+        }
+        shutdown.cancel();
+    });
+}
+
+async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
+    let config = db::config(url, &db::SessionSettings::default())?;
+    let (client, connection) = config.connect(tokio_postgres::NoTls).await.context("cannot connect to the database")?;
+    let handle = tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!("connection closed: {e}");
+        }
+    });
+    Ok((client, handle))
+}
+
+/// `DATABASE_URL`, or the private cluster (started if needed) with database `dbname`.
+async fn database_url(url: Option<String>, data_dir: &std::path::Path, dbname: &str) -> anyhow::Result<String> {
+    if let Some(url) = url.filter(|u| !u.is_empty()) {
+        return Ok(url);
+    }
+    let pg_dir = data_dir.join("pg");
+    let cluster = tokio::task::spawn_blocking(move || Cluster::ensure(&pg_dir, &Settings::default()))
+        .await?
+        .context("cannot start the private PostgreSQL cluster")?;
+    tracing::info!(data = %cluster.data_dir.display(), socket = %cluster.socket_dir.display(), "DATABASE_URL is unset: using the private PostgreSQL cluster");
+    let (admin, _conn) = connect_once(&cluster.url("postgres")).await?;
+    let exists = admin.query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&dbname]).await?.is_some();
+    if !exists {
+        admin.batch_execute(&format!("CREATE DATABASE {dbname}")).await?;
+    }
+    Ok(cluster.url(dbname))
+}

@@ -1,0 +1,112 @@
+//! Connections: the pool every component shares, the session settings that bound a
+//! stuck transaction, and waiting for a database that is not up yet.
+use std::str::FromStr;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("invalid DATABASE_URL: {0}")]
+    InvalidUrl(String),
+    #[error("cannot build the connection pool: {0}")]
+    Pool(String),
+    #[error("shut down while waiting for the database")]
+    ShutDown,
+}
+
+/// Session settings of every host connection.
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    /// Longest any single statement may run. Defaults to 5 minutes.
+    pub statement_timeout: Duration,
+    /// Longest a transaction may sit idle (e.g. a host frozen mid-job) before the
+    /// server ends it and releases its locks. Defaults to 5 minutes.
+    pub idle_in_transaction_timeout: Duration,
+}
+
+impl Default for SessionSettings {
+    fn default() -> Self {
+        SessionSettings {
+            statement_timeout: Duration::from_secs(300),
+            idle_in_transaction_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Parse `url` (a `postgres://` URL or `key=value` pairs) and apply the host's session
+/// settings to it.
+pub fn config(url: &str, settings: &SessionSettings) -> Result<tokio_postgres::Config, DbError> {
+    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| DbError::InvalidUrl(e.to_string()))?;
+    // client_connection_check_interval makes the server notice a host that died while
+    // its statement runs (e.g. in pg_sleep), so the job's row lock is released promptly.
+    let ours = format!(
+        "-c statement_timeout={} -c idle_in_transaction_session_timeout={} -c client_connection_check_interval=1000",
+        settings.statement_timeout.as_millis(),
+        settings.idle_in_transaction_timeout.as_millis()
+    );
+    let options = match config.get_options() {
+        Some(theirs) if !theirs.is_empty() => format!("{theirs} {ours}"),
+        _ => ours,
+    };
+    config.options(options);
+    if config.get_application_name().is_none() {
+        config.application_name("almanac");
+    }
+    config.connect_timeout(Duration::from_secs(10));
+    Ok(config)
+}
+
+pub fn pool(config: tokio_postgres::Config, size: usize) -> Result<Pool, DbError> {
+    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+    Pool::builder(manager)
+        .max_size(size)
+        .runtime(Runtime::Tokio1)
+        .create_timeout(Some(Duration::from_secs(10)))
+        .wait_timeout(Some(Duration::from_secs(60)))
+        .build()
+        .map_err(|e| DbError::Pool(e.to_string()))
+}
+
+/// A connection from the pool, waiting with backoff while the database is unreachable.
+/// Only shutdown ends the wait: a database that blinks is not a reason to exit.
+pub async fn connect(pool: &Pool, shutdown: &CancellationToken) -> Result<Object, DbError> {
+    let mut delay = Duration::from_millis(100);
+    let mut logged = false;
+    loop {
+        match pool.get().await {
+            Ok(conn) => {
+                if logged {
+                    tracing::info!("database reachable again");
+                }
+                return Ok(conn);
+            }
+            Err(e) => {
+                tracing::warn!(retry_in = ?delay, "database unavailable: {}", error_chain(&e));
+                logged = true;
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = shutdown.cancelled() => return Err(DbError::ShutDown),
+        }
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// An error and its causes on one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = cause.source();
+    }
+    out
+}

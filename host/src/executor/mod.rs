@@ -1,0 +1,241 @@
+//! Claim -> run -> commit. Each worker owns one connection and loops: claim up to
+//! `batch` due jobs `FOR UPDATE SKIP LOCKED`, run each under its own savepoint, mark it
+//! done (or record the failed attempt) in the same transaction, commit.
+//!
+//! A crash anywhere before COMMIT rolls back the plugin's writes and the done mark
+//! together, and releases the row locks: the jobs are simply pending again.
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Object, Pool};
+use rand::Rng;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::bindings::almanac::plugin::types::{Job, Slot};
+use crate::plugin::{CallError, Registry};
+
+pub mod wake;
+
+const CLAIM: &str = include_str!("claim.sql");
+const MARK_DONE: &str = include_str!("mark_done.sql");
+const MARK_FAILED: &str = include_str!("mark_failed.sql");
+
+/// Executor settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Concurrent workers, each with its own connection. Defaults to 4.
+    pub workers: usize,
+    /// Jobs claimed per transaction. Defaults to 1 (one job per transaction).
+    pub batch: usize,
+    /// First retry delay; doubles per attempt, with jitter. Defaults to 1 s.
+    pub retry_base: Duration,
+    /// Longest retry delay. Defaults to 1 h.
+    pub retry_max: Duration,
+    /// Polling interval when idle and no notification arrives. Defaults to 1 s.
+    pub poll_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            workers: 4,
+            batch: 1,
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(3600),
+            poll_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Counters a finished batch reports.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BatchOutcome {
+    pub claimed: usize,
+    pub done: usize,
+    pub failed: usize,
+}
+
+/// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
+pub async fn run(
+    pool: Pool,
+    registry: Arc<Registry>,
+    options: Options,
+    wake: watch::Receiver<u64>,
+    shutdown: CancellationToken,
+) {
+    let mut workers = tokio::task::JoinSet::new();
+    for id in 0..options.workers {
+        let worker = Worker {
+            id,
+            pool: pool.clone(),
+            registry: registry.clone(),
+            options: options.clone(),
+            tasks: registry.tasks(),
+        };
+        let (wake, shutdown) = (wake.clone(), shutdown.clone());
+        workers.spawn(async move { worker.run(wake, shutdown).await });
+    }
+    while workers.join_next().await.is_some() {}
+}
+
+struct Worker {
+    id: usize,
+    pool: Pool,
+    registry: Arc<Registry>,
+    options: Options,
+    tasks: Vec<String>,
+}
+
+impl Worker {
+    async fn run(self, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
+        let mut idle = Duration::from_millis(10);
+        while !shutdown.is_cancelled() {
+            let conn = match crate::db::connect(&self.pool, &shutdown).await {
+                Ok(conn) => Arc::new(conn),
+                Err(_) => return,
+            };
+            while !shutdown.is_cancelled() {
+                match run_batch(&conn, &self.registry, &self.tasks, &self.options).await {
+                    Ok(outcome) if outcome.claimed > 0 => idle = Duration::from_millis(10),
+                    Ok(_) => {
+                        wake.borrow_and_update();
+                        tokio::select! {
+                            _ = wake.changed() => {}
+                            _ = tokio::time::sleep(idle) => {}
+                            _ = shutdown.cancelled() => {}
+                        }
+                        idle = (idle * 2).min(self.options.poll_interval);
+                    }
+                    Err(e) => {
+                        tracing::warn!(worker = self.id, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
+                        discard(conn);
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Drop a connection that may be mid-transaction instead of returning it to the pool.
+fn discard(conn: Arc<Object>) {
+    if let Ok(conn) = Arc::try_unwrap(conn) {
+        drop(Object::take(conn));
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BatchError {
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+    #[error("{0}")]
+    ConnectionLost(String),
+}
+
+/// One transaction: claim, run each job under a savepoint, record, commit.
+pub async fn run_batch(
+    conn: &Arc<Object>,
+    registry: &Registry,
+    tasks: &[String],
+    options: &Options,
+) -> Result<BatchOutcome, BatchError> {
+    let mut outcome = BatchOutcome::default();
+    conn.batch_execute("BEGIN").await?;
+    let claim = conn.prepare_cached(CLAIM).await?;
+    let rows = conn.query(&claim, &[&tasks, &(options.batch as i64)]).await?;
+    outcome.claimed = rows.len();
+    for row in rows {
+        let task: String = row.get(0);
+        let slot: DateTime<Utc> = row.get(1);
+        let key: String = row.get(2);
+        let attempts: i32 = row.get(3);
+        let payload: Option<String> = row.get(4);
+        let Some(plugin) = registry.get(&task) else { continue };
+        let spec = &plugin.spec;
+        let slot_info = spec.schedule.slot_at(slot);
+        let job = Job {
+            task: task.clone(),
+            slot: Slot {
+                start: slot.timestamp_micros(),
+                end: slot_info.end.timestamp_micros(),
+                label: slot_info.label,
+                zone: spec.schedule.zone().name().to_owned(),
+            },
+            key: key.clone(),
+            attempt: u32::try_from(attempts).unwrap_or(0) + 1,
+            payload,
+        };
+        let span = tracing::info_span!("job", task = %task, slot = %job.slot.label, key = %key, attempt = job.attempt);
+        match run_job(conn, plugin, &job, slot, options).instrument(span).await? {
+            true => outcome.done += 1,
+            false => outcome.failed += 1,
+        }
+    }
+    conn.batch_execute("COMMIT").await?;
+    Ok(outcome)
+}
+
+/// Run one claimed job under its savepoint and record the result; true when done.
+async fn run_job(
+    conn: &Arc<Object>,
+    plugin: &crate::plugin::Plugin,
+    job: &Job,
+    slot: DateTime<Utc>,
+    options: &Options,
+) -> Result<bool, BatchError> {
+    let (task, key) = (&job.task, &job.key);
+    conn.batch_execute("SAVEPOINT job").await?;
+    let started = std::time::Instant::now();
+    match plugin.run(conn, job).await {
+        Ok(()) => {
+            conn.batch_execute("RELEASE SAVEPOINT job").await?;
+            let done = conn.prepare_cached(MARK_DONE).await?;
+            conn.execute(&done, &[task, &slot, key, &plugin.digest]).await?;
+            tracing::debug!(elapsed = ?started.elapsed(), "job done");
+            Ok(true)
+        }
+        Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
+        Err(e) => {
+            conn.batch_execute("ROLLBACK TO SAVEPOINT job").await?;
+            let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
+            let delay = backoff(options, job.attempt);
+            let message = e.to_string();
+            let failed = conn.prepare_cached(MARK_FAILED).await?;
+            conn.execute(&failed, &[task, &slot, key, &message, &give_up, &delay.as_secs_f64(), &plugin.digest])
+                .await?;
+            if give_up {
+                tracing::warn!(error = %message, "job failed for good");
+            } else {
+                tracing::info!(error = %message, retry_in = ?delay, "job attempt failed");
+            }
+            Ok(false)
+        }
+    }
+}
+
+/// Exponential backoff with "equal jitter": half fixed, half random, so retries of jobs
+/// that failed together spread out.
+fn backoff(options: &Options, attempt: u32) -> Duration {
+    let exp = options.retry_base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    let delay = exp.min(options.retry_max);
+    let half = delay / 2;
+    half + half.mul_f64(rand::rng().random::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let options = Options { retry_base: Duration::from_secs(1), retry_max: Duration::from_secs(60), ..Options::default() };
+        for attempt in 1..40 {
+            let d = backoff(&options, attempt);
+            let full = Duration::from_secs(1u64 << (attempt - 1).min(20)).min(Duration::from_secs(60));
+            assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} not in [{:?}, {full:?}]", full / 2);
+        }
+    }
+}

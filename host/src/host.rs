@@ -1,0 +1,114 @@
+//! One running host: connect, migrate, load plugins, then serve the scheduler, the
+//! executor's workers and the wake-up listener until shutdown.
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use deadpool_postgres::Pool;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::db::SessionSettings;
+use crate::plugin::{Limits, Plugin, Registry, Runtime};
+use crate::{executor, migrate, scheduler};
+
+/// Key of the advisory lock plugin setup SQL runs under.
+const SETUP_LOCK: i64 = 0x616c_6d61_6e61_64;
+
+/// Everything `almanac run` is told.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub plugins_dir: PathBuf,
+    /// Where compiled plugins are cached. Defaults to `.almanac/cache`.
+    pub cache_dir: Option<PathBuf>,
+    pub limits: Limits,
+    pub executor: executor::Options,
+    pub scheduler: scheduler::Options,
+    pub session: SessionSettings,
+    /// Apply pending migrations at start. Defaults to true.
+    pub migrate: bool,
+    /// How long in-flight work may take to finish after SIGTERM. Defaults to 30 s.
+    pub shutdown_grace: Duration,
+}
+
+pub struct Host {
+    pub pool: Pool,
+    pub registry: Arc<Registry>,
+    config: tokio_postgres::Config,
+    options: Options,
+}
+
+impl Host {
+    /// Connect (waiting for the database if it is down), migrate and load plugins.
+    pub async fn start(url: &str, options: Options, shutdown: &CancellationToken) -> anyhow::Result<Host> {
+        let config = crate::db::config(url, &options.session)?;
+        let pool = crate::db::pool(config.clone(), options.executor.workers + 4)?;
+        let mut conn = crate::db::connect(&pool, shutdown).await?;
+        if options.migrate {
+            let applied = migrate::run(&mut conn).await?;
+            if !applied.is_empty() {
+                tracing::info!(?applied, "migrations applied");
+            }
+        }
+        let runtime = Runtime::new(options.limits.clone(), options.cache_dir.clone())?;
+        let (mut registry, failures) = Registry::load_dir(&runtime, &options.plugins_dir).await?;
+        for failure in &failures {
+            tracing::error!("plugin not loaded: {failure}");
+        }
+        let mut rejected = Vec::new();
+        for plugin in registry.iter() {
+            if let Err(e) = setup(&mut conn, plugin).await {
+                tracing::error!(task = %plugin.name(), "plugin not loaded: its setup SQL failed: {}", crate::db::error_chain(&*e));
+                rejected.push(plugin.name().to_owned());
+            }
+        }
+        for name in rejected {
+            registry.remove(&name);
+        }
+        for plugin in registry.iter() {
+            conn.execute(
+                "INSERT INTO almanac.plugins (name, digest, version) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, loaded_at = now()",
+                &[&plugin.name(), &plugin.digest, &plugin.spec.version],
+            )
+            .await?;
+            tracing::info!(task = %plugin.name(), version = %plugin.spec.version, digest = %&plugin.digest[..12], file = %plugin.path.display(), "plugin loaded");
+        }
+        if registry.is_empty() {
+            tracing::warn!(dir = %options.plugins_dir.display(), "no plugins loaded");
+        }
+        scheduler::register(&conn, &registry).await?;
+        Ok(Host { pool, registry: Arc::new(registry), config, options })
+    }
+
+    /// Serve until `shutdown`, then let in-flight batches finish within the grace period.
+    pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+        let (wake_tx, wake_rx) = watch::channel(0u64);
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(executor::wake::listen(self.config.clone(), wake_tx, shutdown.clone()));
+        tasks.spawn(scheduler::run(self.pool.clone(), self.registry.clone(), self.options.scheduler.clone(), shutdown.clone()));
+        tasks.spawn(executor::run(self.pool.clone(), self.registry.clone(), self.options.executor.clone(), wake_rx, shutdown.clone()));
+        shutdown.cancelled().await;
+        tracing::info!(grace = ?self.options.shutdown_grace, "shutting down: finishing in-flight work");
+        let drained = tokio::time::timeout(self.options.shutdown_grace, async { while tasks.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!("grace period over; abandoning in-flight work (the database rolls it back)");
+        }
+        Ok(())
+    }
+}
+
+/// Apply a plugin's idempotent DDL, one plugin at a time across hosts.
+async fn setup(conn: &mut deadpool_postgres::Object, plugin: &Plugin) -> anyhow::Result<()> {
+    if plugin.spec.setup.is_empty() {
+        return Ok(());
+    }
+    let tx = conn.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
+    for statement in &plugin.spec.setup {
+        tx.batch_execute(statement).await.with_context(|| format!("statement: {statement}"))?;
+    }
+    tx.commit().await?;
+    Ok(())
+}

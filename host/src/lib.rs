@@ -1,0 +1,17 @@
+//! Almanac: calendar jobs on PostgreSQL that come out right, exactly once in effect,
+//! with task logic in sandboxed WebAssembly components.
+//!
+//! The data's path through the modules: [`calendar`] (cron + zone -> slots),
+//! [`scheduler`] (cursor -> jobs), [`executor`] (claim -> run -> commit), [`plugin`]
+//! (load, limits, instantiate) and [`capability`] (what a plugin is lent).
+pub mod bindings;
+pub mod calendar;
+pub mod capability;
+pub mod cluster;
+pub mod db;
+pub mod executor;
+pub mod host;
+pub mod migrate;
+pub mod plugin;
+pub mod scheduler;
+pub mod status;

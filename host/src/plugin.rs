@@ -1,0 +1,475 @@
+//! Loading plugins and calling them: one shared [`Runtime`] (engine, linker, on-disk
+//! cache of compiled code), one [`Plugin`] per component, a fresh instance per call.
+pub mod spec;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Object;
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::bindings::almanac::plugin::types::{Job, Slot};
+use crate::bindings::exports::almanac::plugin::task::TaskError;
+use crate::bindings::{TaskPlugin, TaskPluginPre, WIT_VERSION};
+use crate::capability::db::{Session, Transaction};
+pub use spec::TaskSpec;
+
+/// How often the engine's epoch advances; the resolution of plugin deadlines.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// Extra time an entire call may take beyond its deadline before the host gives up on
+/// it and discards the connection it was using.
+const HARD_DEADLINE_SLACK: Duration = Duration::from_secs(10);
+
+/// Bytes of a plugin's stderr (panic messages) kept per call.
+const STDERR_CAPACITY: usize = 8 * 1024;
+
+/// Resource limits for plugin instances.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Linear memory one instance may grow to. Defaults to 64 MiB.
+    pub memory_bytes: usize,
+    /// Instances alive at once (pooling allocator slots). Defaults to 64.
+    pub instances: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { memory_bytes: 64 << 20, instances: 64 }
+    }
+}
+
+/// Why a plugin file could not be loaded. Every message starts with the file.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{file}: cannot read: {source}")]
+    Read { file: String, source: std::io::Error },
+    #[error("{file}: not a WebAssembly file (it does not start with the \\0asm header)")]
+    NotWasm { file: String },
+    #[error("{file}: a core WebAssembly module, not a component; build plugins with `cargo build --target wasm32-wasip2`")]
+    CoreModule { file: String },
+    #[error("{file}: invalid component: {reason}")]
+    Invalid { file: String, reason: String },
+    #[error("{file}: does not fit world task-plugin of {WIT_VERSION}: {reason}")]
+    World { file: String, reason: String },
+    #[error("{file}: describe() failed: {reason}")]
+    Describe { file: String, reason: String },
+    #[error("{file}: {reason}")]
+    Spec { file: String, reason: String },
+    #[error("{file}: task {task:?} is already provided by {other}")]
+    Duplicate { file: String, task: String, other: String },
+}
+
+/// Why one plugin call failed. Each case says whether a retry may help.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("{message}")]
+    Task { message: String, retryable: bool },
+    #[error("database error{}: {message}", sqlstate.as_ref().map(|s| format!(" {s}")).unwrap_or_default())]
+    Db { sqlstate: Option<String>, message: String, retryable: bool },
+    #[error("plugin trapped: {0}")]
+    Trap(String),
+    #[error("plugin exceeded its deadline of {0:?}")]
+    Deadline(Duration),
+    #[error("plugin exceeded its memory limit of {} MiB", .0 >> 20)]
+    Memory(usize),
+    #[error("plugin could not be instantiated: {0}")]
+    Instantiate(String),
+    /// The call's connection is gone or in an unknown state; the caller must drop it.
+    #[error("database connection lost during the call: {0}")]
+    ConnectionLost(String),
+}
+
+impl CallError {
+    /// Whether trying the job again later may succeed.
+    pub fn retryable(&self) -> bool {
+        match self {
+            CallError::Task { retryable, .. } | CallError::Db { retryable, .. } => *retryable,
+            _ => true,
+        }
+    }
+}
+
+/// Raised by the memory limiter so a trap can be told apart from other traps.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit of {0} bytes exceeded")]
+struct MemoryExceeded(usize);
+
+struct MemoryCap(usize);
+
+impl wasmtime::ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.0 {
+            return Err(MemoryExceeded(self.0).into());
+        }
+        Ok(true)
+    }
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// Who a call is for, attached to the plugin's log lines.
+#[derive(Debug, Clone, Default)]
+pub struct CallFields {
+    pub plugin: String,
+    pub task: String,
+    pub slot: String,
+    pub key: String,
+}
+
+/// A store's data for one call.
+pub struct HostState {
+    wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    limiter: MemoryCap,
+    pub(crate) db: Session,
+    pub(crate) fields: CallFields,
+    stderr: MemoryOutputPipe,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// A wall clock stuck at the epoch and a monotonic clock stuck at zero: std needs the
+/// imports, plugins get no time from them (the slot says what time it is).
+struct NoClock;
+
+impl wasmtime_wasi::HostWallClock for NoClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for NoClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+
+/// The shared engine, linker and compiled-code cache.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<HostState>,
+    cache_dir: Option<PathBuf>,
+    limits: Limits,
+    _ticker: std::thread::JoinHandle<()>,
+}
+
+impl Runtime {
+    pub fn new(limits: Limits, cache_dir: Option<PathBuf>) -> anyhow::Result<Arc<Runtime>> {
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(limits.instances)
+            .total_core_instances(limits.instances * 2)
+            .total_memories(limits.instances * 2)
+            .total_tables(limits.instances * 2)
+            // The limiter refuses growth past the cap with a clear error; the pool only
+            // needs room for it.
+            .max_memory_size(limits.memory_bytes + (1 << 16));
+        let mut config = Config::new();
+        config
+            .epoch_interruption(true)
+            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config).map_err(wasm_error)?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm_error)?;
+        TaskPlugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(wasm_error)?;
+        let ticker = {
+            let engine = engine.weak();
+            std::thread::Builder::new().name("almanac-epoch".into()).spawn(move || {
+                while let Some(engine) = engine.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            })?
+        };
+        Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, _ticker: ticker }))
+    }
+
+    /// Compile (or fetch from the cache) and describe one plugin file.
+    pub async fn load(self: &Arc<Self>, path: &Path) -> Result<Plugin, LoadError> {
+        let file = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { file: file.clone(), source })?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        let component = self.compile(&file, &bytes, &digest)?;
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .and_then(TaskPluginPre::new)
+            .map_err(|e| LoadError::World { file: file.clone(), reason: format!("{e:#}") })?;
+        let mut plugin = Plugin {
+            runtime: self.clone(),
+            pre,
+            path: path.to_owned(),
+            digest,
+            spec: TaskSpec::placeholder(),
+        };
+        let info = plugin
+            .describe()
+            .await
+            .map_err(|e| LoadError::Describe { file: file.clone(), reason: e.to_string() })?;
+        plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file, reason })?;
+        Ok(plugin)
+    }
+
+    fn compile(&self, file: &str, bytes: &[u8], digest: &str) -> Result<Component, LoadError> {
+        match bytes.get(..8) {
+            Some([0, b'a', b's', b'm', 1, 0, 0, 0]) => return Err(LoadError::CoreModule { file: file.into() }),
+            Some([0, b'a', b's', b'm', ..]) => {}
+            _ => return Err(LoadError::NotWasm { file: file.into() }),
+        }
+        let cached = self.cache_path(digest);
+        if let Some(path) = &cached {
+            // SAFETY: the cache holds only what `serialize` wrote for this engine's
+            // configuration (the file name includes its compatibility hash).
+            if let Ok(component) = unsafe { Component::deserialize_file(&self.engine, path) } {
+                return Ok(component);
+            }
+        }
+        let component = Component::new(&self.engine, bytes)
+            .map_err(|e| LoadError::Invalid { file: file.into(), reason: format!("{e:#}") })?;
+        if let Some(path) = &cached {
+            if let Err(e) = write_cache(path, &component) {
+                tracing::warn!(path = %path.display(), "could not cache compiled plugin: {e:#}");
+            }
+        }
+        Ok(component)
+    }
+
+    fn cache_path(&self, digest: &str) -> Option<PathBuf> {
+        use std::hash::{Hash, Hasher};
+        let dir = self.cache_dir.as_ref()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut hasher);
+        Some(dir.join(format!("{digest}-{:016x}.cwasm", hasher.finish())))
+    }
+}
+
+/// wasmtime 48 has its own error type; at the host's edges it becomes an anyhow error.
+fn wasm_error(e: wasmtime::Error) -> anyhow::Error {
+    anyhow::anyhow!("{e:#}")
+}
+
+fn write_cache(path: &Path, component: &Component) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    // Write then rename, so a concurrent host never reads half a file.
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, component.serialize().map_err(wasm_error)?)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
+
+/// One loaded plugin: a compiled component, ready to instantiate, and its task.
+pub struct Plugin {
+    runtime: Arc<Runtime>,
+    pre: TaskPluginPre<HostState>,
+    pub path: PathBuf,
+    /// SHA-256 of the `.wasm` file, recorded on every job it completes.
+    pub digest: String,
+    pub spec: TaskSpec,
+}
+
+impl Plugin {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn store(&self, conn: Option<Arc<Object>>, fields: CallFields) -> (Store<HostState>, Instant) {
+        let timeout = self.spec.timeout;
+        let deadline = Instant::now() + timeout;
+        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let wasi = wasmtime_wasi::WasiCtxBuilder::new()
+            .stderr(stderr.clone())
+            .wall_clock(NoClock)
+            .monotonic_clock(NoClock)
+            .build();
+        let state = HostState {
+            wasi,
+            table: ResourceTable::new(),
+            limiter: MemoryCap(self.runtime.limits.memory_bytes),
+            db: Session::new(conn, deadline),
+            fields,
+            stderr,
+        };
+        let mut store = Store::new(&self.runtime.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        let ticks = timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()) as u64 + 1;
+        store.set_epoch_deadline(ticks);
+        store.epoch_deadline_trap();
+        (store, deadline)
+    }
+
+    async fn instantiate(&self, store: &mut Store<HostState>) -> Result<TaskPlugin, CallError> {
+        self.pre.instantiate_async(&mut *store).await.map_err(|e| CallError::Instantiate(format!("{e:#}")))
+    }
+
+    async fn describe(&self) -> Result<crate::bindings::exports::almanac::plugin::task::TaskInfo, CallError> {
+        let (mut store, _) = self.store(None, CallFields { plugin: self.path.display().to_string(), ..Default::default() });
+        let instance = self.instantiate(&mut store).await?;
+        let outcome = self.bounded(instance.almanac_plugin_task().call_describe(&mut store)).await;
+        finish(&store, outcome.map(|r| r.map(Ok)), self.spec.timeout, self.runtime.limits.memory_bytes)
+    }
+
+    /// Run one job inside the transaction open on `conn`.
+    pub async fn run(&self, conn: &Arc<Object>, job: &Job) -> Result<(), CallError> {
+        let fields = CallFields {
+            plugin: self.spec.name.clone(),
+            task: job.task.clone(),
+            slot: job.slot.label.clone(),
+            key: job.key.clone(),
+        };
+        let (mut store, _) = self.store(Some(conn.clone()), fields);
+        let instance = self.instantiate(&mut store).await?;
+        let tx = lend(&mut store)?;
+        let outcome = self.bounded(instance.almanac_plugin_task().call_run(&mut store, job, tx)).await;
+        finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
+    }
+
+    /// One page of `plan` inside the transaction open on `conn`.
+    pub async fn plan(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32) -> Result<Vec<String>, CallError> {
+        let fields = CallFields { plugin: self.spec.name.clone(), task: self.spec.name.clone(), slot: slot.label.clone(), key: String::new() };
+        let (mut store, _) = self.store(Some(conn.clone()), fields);
+        let instance = self.instantiate(&mut store).await?;
+        let tx = lend(&mut store)?;
+        let call = instance.almanac_plugin_task().call_plan(&mut store, slot, tx, after, limit);
+        let outcome = self.bounded(call).await;
+        finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
+    }
+
+    /// The epoch deadline stops guest code; this stops a call stuck anywhere else.
+    async fn bounded<F: std::future::Future>(&self, call: F) -> Option<F::Output> {
+        tokio::time::timeout(self.spec.timeout + HARD_DEADLINE_SLACK, call).await.ok()
+    }
+}
+
+/// Lend the call's transaction: the guest receives a borrow, valid for this call only.
+fn lend(store: &mut Store<HostState>) -> Result<Resource<Transaction>, CallError> {
+    let owned = store
+        .data_mut()
+        .table
+        .push(Transaction)
+        .map_err(|e| CallError::Instantiate(e.to_string()))?;
+    Ok(Resource::new_borrow(owned.rep()))
+}
+
+/// Turn what a call returned into the job's verdict.
+fn finish<T>(
+    store: &Store<HostState>,
+    outcome: Option<wasmtime::Result<Result<T, TaskError>>>,
+    timeout: Duration,
+    memory: usize,
+) -> Result<T, CallError> {
+    let state = store.data();
+    if state.db.broken {
+        return Err(CallError::ConnectionLost(
+            state.db.failure.as_ref().map_or_else(|| "the connection did not answer a cancel".into(), |f| f.message.clone()),
+        ));
+    }
+    let Some(outcome) = outcome else {
+        return Err(CallError::ConnectionLost(format!("the call did not return within {:?}", timeout + HARD_DEADLINE_SLACK)));
+    };
+    let db_failure = state.db.failure.clone().map(|f| CallError::Db {
+        sqlstate: f.sqlstate,
+        message: f.message,
+        retryable: f.retryable,
+    });
+    match outcome {
+        Err(trap) => {
+            if state.db.deadline_hit || matches!(trap.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {
+                Err(CallError::Deadline(timeout))
+            } else if trap.downcast_ref::<MemoryExceeded>().is_some() {
+                Err(CallError::Memory(memory))
+            } else {
+                let stderr = String::from_utf8_lossy(&state.stderr.contents()).trim().to_owned();
+                let trap = trap.to_string();
+                Err(CallError::Trap(if stderr.is_empty() { trap } else { format!("{trap}; plugin stderr: {stderr}") }))
+            }
+        }
+        Ok(result) => {
+            // A database error the plugin swallowed still aborted the transaction.
+            if let Some(failure) = db_failure {
+                return Err(failure);
+            }
+            result.map_err(|e| CallError::Task { message: e.message, retryable: e.retryable })
+        }
+    }
+}
+
+/// The loaded plugins, by task name.
+#[derive(Default)]
+pub struct Registry {
+    plugins: HashMap<String, Arc<Plugin>>,
+}
+
+impl Registry {
+    /// Load every `*.wasm` in `dir`. A file that fails is reported and skipped; the
+    /// others load. Returns the registry and the failures.
+    pub async fn load_dir(runtime: &Arc<Runtime>, dir: &Path) -> anyhow::Result<(Registry, Vec<LoadError>)> {
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| anyhow::anyhow!("cannot read plugins directory {}: {e}", dir.display()))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+            .collect();
+        files.sort();
+        let mut registry = Registry::default();
+        let mut failures = Vec::new();
+        for file in files {
+            match runtime.load(&file).await {
+                Ok(plugin) => {
+                    if let Some(other) = registry.plugins.get(plugin.name()) {
+                        failures.push(LoadError::Duplicate {
+                            file: file.display().to_string(),
+                            task: plugin.name().to_owned(),
+                            other: other.path.display().to_string(),
+                        });
+                        continue;
+                    }
+                    registry.plugins.insert(plugin.name().to_owned(), Arc::new(plugin));
+                }
+                Err(e) => failures.push(e),
+            }
+        }
+        Ok((registry, failures))
+    }
+
+    pub fn remove(&mut self, task: &str) -> Option<Arc<Plugin>> {
+        self.plugins.remove(task)
+    }
+
+    pub fn get(&self, task: &str) -> Option<&Arc<Plugin>> {
+        self.plugins.get(task)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
+        let mut all: Vec<_> = self.plugins.values().collect();
+        all.sort_by(|a, b| a.name().cmp(b.name()));
+        all.into_iter()
+    }
+
+    pub fn tasks(&self) -> Vec<String> {
+        self.iter().map(|p| p.name().to_owned()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+}

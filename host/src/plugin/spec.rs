@@ -1,0 +1,87 @@
+//! A task as the host runs it: the plugin's `describe()` checked and typed.
+use std::fmt;
+use std::time::Duration;
+
+use crate::bindings::exports::almanac::plugin::task::{CatchUp as WitCatchUp, TaskInfo};
+use crate::calendar::Schedule;
+
+/// What to do with slots missed during downtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatchUp {
+    /// Generate every missed slot.
+    All,
+    /// Generate only the newest missed slot; record the others as skipped.
+    Latest,
+    /// Generate only slots that started within this long before now.
+    Window(Duration),
+}
+
+impl fmt::Display for CatchUp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CatchUp::All => f.write_str("all"),
+            CatchUp::Latest => f.write_str("latest"),
+            CatchUp::Window(d) => write!(f, "window={}", humantime::format_duration(*d)),
+        }
+    }
+}
+
+/// A loaded task's identity, schedule and limits.
+#[derive(Debug, Clone)]
+pub struct TaskSpec {
+    pub name: String,
+    pub version: String,
+    pub schedule: Schedule,
+    pub catch_up: CatchUp,
+    pub max_attempts: u32,
+    pub timeout: Duration,
+    pub setup: Vec<String>,
+}
+
+impl TaskSpec {
+    /// Limits for calling `describe()` before the plugin has said anything.
+    pub(crate) fn placeholder() -> TaskSpec {
+        TaskSpec {
+            name: String::new(),
+            version: String::new(),
+            schedule: Schedule::new("0 0 1 1 *", "UTC").expect("a valid constant schedule"),
+            catch_up: CatchUp::All,
+            max_attempts: 1,
+            timeout: Duration::from_secs(10),
+            setup: Vec::new(),
+        }
+    }
+
+    pub(crate) fn from_info(info: TaskInfo) -> Result<TaskSpec, String> {
+        let name_ok = !info.name.is_empty()
+            && info.name.len() <= 64
+            && info.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if !name_ok {
+            return Err(format!(
+                "task name {:?} is invalid: use 1-64 lowercase letters, digits, '-' and '_'",
+                info.name
+            ));
+        }
+        let schedule = Schedule::new(&info.schedule, &info.zone).map_err(|e| format!("task {:?}: {e}", info.name))?;
+        if info.max_attempts == 0 {
+            return Err(format!("task {:?}: max-attempts must be at least 1", info.name));
+        }
+        if info.timeout_ms == 0 {
+            return Err(format!("task {:?}: timeout-ms must be at least 1", info.name));
+        }
+        let catch_up = match info.catch_up {
+            WitCatchUp::All => CatchUp::All,
+            WitCatchUp::Latest => CatchUp::Latest,
+            WitCatchUp::Window(secs) => CatchUp::Window(Duration::from_secs(secs)),
+        };
+        Ok(TaskSpec {
+            name: info.name,
+            version: info.version,
+            schedule,
+            catch_up,
+            max_attempts: info.max_attempts,
+            timeout: Duration::from_millis(u64::from(info.timeout_ms)),
+            setup: info.setup,
+        })
+    }
+}

@@ -1,0 +1,250 @@
+//! Cursor -> jobs. For each task, a tick locks the schedule row, walks the slots after
+//! the cursor that are due, asks the plugin's `plan` for each slot's keys page by page,
+//! inserts the jobs and advances the cursor, all in one transaction per bounded batch
+//! of slots. A crash between batches resumes from the last committed slot; a second
+//! scheduler finds the row locked and skips it.
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::{Object, Pool};
+use tokio_util::sync::CancellationToken;
+
+use crate::bindings::almanac::plugin::types::Slot as WitSlot;
+use crate::calendar::Slot;
+use crate::plugin::{spec::CatchUp, CallError, Plugin, Registry};
+
+const LOCK_SCHEDULE: &str = include_str!("lock_schedule.sql");
+const INSERT_JOBS: &str = include_str!("insert_jobs.sql");
+const RECORD_SLOT: &str = include_str!("record_slot.sql");
+const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
+const REGISTER_SCHEDULE: &str = include_str!("register_schedule.sql");
+
+/// Scheduler settings.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How often each schedule is checked for due slots. Defaults to 1 s.
+    pub tick: Duration,
+    /// Keys asked of `plan` per call. Defaults to 1,000.
+    pub plan_page: u32,
+    /// Slots per transaction at most. Defaults to 64.
+    pub max_slots_per_tick: usize,
+    /// Jobs per transaction, after which the batch ends at the current slot's end.
+    /// Defaults to 50,000.
+    pub max_jobs_per_tick: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { tick: Duration::from_secs(1), plan_page: 1000, max_slots_per_tick: 64, max_jobs_per_tick: 50_000 }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("plan of {task} for slot {slot} failed: {error}")]
+    Plan { task: String, slot: String, error: CallError },
+    #[error("plan of {task} for slot {slot} returned {problem}")]
+    BadPlan { task: String, slot: String, problem: String },
+}
+
+/// What one tick did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct TickOutcome {
+    pub generated: usize,
+    pub skipped: usize,
+    pub jobs: u64,
+    /// The batch bound stopped the tick early: tick again now.
+    pub more: bool,
+}
+
+/// Make sure every loaded task has its schedule row with its effective settings.
+pub async fn register(conn: &Object, registry: &Registry) -> Result<(), tokio_postgres::Error> {
+    let statement = conn.prepare_cached(REGISTER_SCHEDULE).await?;
+    for plugin in registry.iter() {
+        let spec = &plugin.spec;
+        conn.execute(
+            &statement,
+            &[&spec.name, &spec.schedule.cron(), &spec.schedule.zone().name(), &spec.catch_up.to_string()],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Insert one job by identity; false when it already existed.
+pub async fn enqueue(conn: &Object, task: &str, slot: DateTime<Utc>, key: &str) -> Result<bool, tokio_postgres::Error> {
+    let keys = [key];
+    Ok(conn.execute(INSERT_JOBS, &[&task, &slot, &&keys[..]]).await? == 1)
+}
+
+/// Generate the due slots of one task, up to the batch bound, in one transaction.
+pub async fn tick(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
+    // Repeatable read: every `plan` page of the batch sees one snapshot of the
+    // plugin's tables, so paging cannot skip or repeat a key that moves meanwhile.
+    conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
+    match generate(conn, plugin, options).await {
+        Ok(outcome) => {
+            conn.batch_execute("COMMIT").await?;
+            Ok(outcome)
+        }
+        Err(SchedulerError::Db(e)) if e.code() == Some(&tokio_postgres::error::SqlState::T_R_SERIALIZATION_FAILURE) => {
+            // Another scheduler moved the cursor after our snapshot: it did the work.
+            conn.batch_execute("ROLLBACK").await?;
+            Ok(TickOutcome::default())
+        }
+        Err(e) => {
+            conn.batch_execute("ROLLBACK").await?;
+            Err(e)
+        }
+    }
+}
+
+async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
+    let spec = &plugin.spec;
+    let mut outcome = TickOutcome::default();
+    let Some(row) = conn.query_opt(LOCK_SCHEDULE, &[&spec.name]).await? else {
+        return Ok(outcome);
+    };
+    let (cursor, paused, now): (DateTime<Utc>, bool, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
+    if paused {
+        return Ok(outcome);
+    }
+    let record = conn.prepare_cached(RECORD_SLOT).await?;
+    let mut last = None;
+    let due = spec.schedule.slots_after(cursor).take_while(|s| s.start <= now);
+    for (n, slot) in due.enumerate() {
+        if n == options.max_slots_per_tick || outcome.jobs >= options.max_jobs_per_tick {
+            outcome.more = true;
+            break;
+        }
+        match skip_reason(plugin, &slot, now) {
+            None => {
+                let jobs = plan_slot(conn, plugin, &slot, options).await?;
+                conn.execute(&record, &[&spec.name, &slot.start, &"generated", &None::<String>, &(jobs as i64)]).await?;
+                outcome.generated += 1;
+                outcome.jobs += jobs;
+            }
+            Some(reason) => {
+                conn.execute(&record, &[&spec.name, &slot.start, &"skipped", &Some(reason), &0i64]).await?;
+                outcome.skipped += 1;
+            }
+        }
+        last = Some(slot.start);
+    }
+    if let Some(last) = last {
+        conn.execute(ADVANCE_CURSOR, &[&spec.name, &last]).await?;
+        tracing::info!(task = %spec.name, generated = outcome.generated, skipped = outcome.skipped, jobs = outcome.jobs, through = %last, "slots generated");
+    }
+    Ok(outcome)
+}
+
+/// Why the catch-up policy skips a due slot, if it does.
+fn skip_reason(plugin: &Plugin, slot: &Slot, now: DateTime<Utc>) -> Option<String> {
+    match plugin.spec.catch_up {
+        CatchUp::All => None,
+        CatchUp::Latest => {
+            let newer_due = plugin.spec.schedule.next_after(slot.start).is_some_and(|next| next.start <= now);
+            newer_due.then(|| "catch-up latest: a newer slot is due".to_owned())
+        }
+        CatchUp::Window(window) => {
+            let oldest = now - chrono::Duration::from_std(window).unwrap_or(chrono::Duration::MAX);
+            (slot.start < oldest).then(|| format!("catch-up window={}: older than the window", humantime::format_duration(window)))
+        }
+    }
+}
+
+/// Ask `plan` for the slot's keys page by page and insert them; returns jobs inserted.
+async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &Options) -> Result<u64, SchedulerError> {
+    let spec = &plugin.spec;
+    let wit_slot = WitSlot {
+        start: slot.start.timestamp_micros(),
+        end: slot.end.timestamp_micros(),
+        label: slot.label.clone(),
+        zone: spec.schedule.zone().name().to_owned(),
+    };
+    let bad = |problem: String| SchedulerError::BadPlan { task: spec.name.clone(), slot: slot.label.clone(), problem };
+    let insert = conn.prepare_cached(INSERT_JOBS).await?;
+    let mut after: Option<String> = None;
+    let mut inserted = 0;
+    loop {
+        let keys = plugin
+            .plan(conn, &wit_slot, after.as_deref(), options.plan_page)
+            .await
+            .map_err(|error| SchedulerError::Plan { task: spec.name.clone(), slot: slot.label.clone(), error })?;
+        let Some(last) = keys.last() else { break };
+        if keys.len() > options.plan_page as usize {
+            return Err(bad(format!("{} keys for a page of {}", keys.len(), options.plan_page)));
+        }
+        if keys.iter().any(String::is_empty) {
+            return Err(bad("an empty key".into()));
+        }
+        if after.as_deref() == Some(last.as_str()) {
+            return Err(bad(format!("the page after {last:?} again (paging does not advance)")));
+        }
+        inserted += conn.execute(&insert, &[&spec.name, &slot.start, &keys]).await?;
+        after = Some(last.clone());
+    }
+    Ok(inserted)
+}
+
+/// Tick every task until `shutdown`. A task whose plan keeps failing is retried with
+/// backoff, without holding up the others.
+pub async fn run(pool: Pool, registry: Arc<Registry>, options: Options, shutdown: CancellationToken) {
+    let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
+    while !shutdown.is_cancelled() {
+        let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
+        let conn = Arc::new(conn);
+        let mut healthy = true;
+        for plugin in registry.iter() {
+            let name = plugin.name().to_owned();
+            if backoff.get(&name).is_some_and(|(until, _)| Instant::now() < *until) {
+                continue;
+            }
+            loop {
+                if shutdown.is_cancelled() {
+                    return;
+                }
+                match tick(&conn, plugin, &options).await {
+                    Ok(outcome) => {
+                        backoff.remove(&name);
+                        if !outcome.more {
+                            break;
+                        }
+                    }
+                    Err(SchedulerError::Db(e)) => {
+                        tracing::warn!(task = %name, "scheduler lost its database connection: {}", crate::db::error_chain(&e));
+                        healthy = false;
+                        break;
+                    }
+                    Err(e) => {
+                        let delay = backoff.get(&name).map_or(Duration::from_secs(1), |(_, d)| (*d * 2).min(Duration::from_secs(300)));
+                        tracing::error!(task = %name, retry_in = ?delay, "{e}");
+                        if matches!(e, SchedulerError::Plan { error: CallError::ConnectionLost(_), .. }) {
+                            healthy = false;
+                        }
+                        backoff.insert(name.clone(), (Instant::now() + delay, delay));
+                        break;
+                    }
+                }
+            }
+            if !healthy {
+                break;
+            }
+        }
+        if !healthy {
+            if let Ok(conn) = Arc::try_unwrap(conn) {
+                drop(Object::take(conn));
+            }
+            continue;
+        }
+        drop(conn);
+        tokio::select! {
+            _ = tokio::time::sleep(options.tick) => {}
+            _ = shutdown.cancelled() => {}
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! `almanac status`: per task, the cursor and the job counts.
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::calendar::Schedule;
+
+const STATUS: &str = include_str!("status.sql");
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskStatus {
+    pub task: String,
+    pub cron: Option<String>,
+    pub zone: Option<String>,
+    pub catch_up: Option<String>,
+    pub cursor: Option<DateTime<Utc>>,
+    pub next_slot: Option<DateTime<Utc>>,
+    pub paused: bool,
+    pub pending: i64,
+    pub done: i64,
+    pub failed: i64,
+    pub oldest_pending_seconds: Option<f64>,
+    pub last_error: Option<String>,
+}
+
+pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, tokio_postgres::Error> {
+    let rows = client.query(STATUS, &[]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let cron: Option<String> = r.get(1);
+            let zone: Option<String> = r.get(2);
+            let cursor: Option<DateTime<Utc>> = r.get(4);
+            let next_slot = match (&cron, &zone, cursor) {
+                (Some(c), Some(z), Some(at)) => Schedule::new(c, z).ok().and_then(|s| s.next_after(at)).map(|s| s.start),
+                _ => None,
+            };
+            TaskStatus {
+                task: r.get(0),
+                cron,
+                zone,
+                catch_up: r.get(3),
+                cursor,
+                next_slot,
+                paused: r.get::<_, Option<bool>>(5).unwrap_or(false),
+                pending: r.get(6),
+                done: r.get(7),
+                failed: r.get(8),
+                oldest_pending_seconds: r.get(9),
+                last_error: r.get(10),
+            }
+        })
+        .collect())
+}
+
+/// The table `almanac status` prints.
+pub fn render(statuses: &[TaskStatus]) -> String {
+    let mut out = format!(
+        "{:<20} {:<22} {:<22} {:>8} {:>8} {:>8} {:>10}  {}\n",
+        "TASK", "CURSOR (UTC)", "NEXT SLOT (UTC)", "PENDING", "DONE", "FAILED", "OLDEST", "LAST ERROR"
+    );
+    let at = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S").to_string());
+    for s in statuses {
+        let oldest = s.oldest_pending_seconds.map_or_else(|| "-".to_owned(), |secs| format!("{secs:.0}s"));
+        let mut error = s.last_error.clone().unwrap_or_default().replace('\n', " ");
+        if error.len() > 60 {
+            error = format!("{}…", error.chars().take(59).collect::<String>());
+        }
+        let task = if s.paused { format!("{} (paused)", s.task) } else { s.task.clone() };
+        out.push_str(&format!(
+            "{:<20} {:<22} {:<22} {:>8} {:>8} {:>8} {:>10}  {}\n",
+            task, at(s.cursor), at(s.next_slot), s.pending, s.done, s.failed, oldest, error
+        ));
+    }
+    out
+}
