@@ -71,9 +71,10 @@ pub enum LoadError {
 pub enum CallError {
     #[error("{message}")]
     Task { message: String, retryable: bool },
-    #[error("database error{}: {message}", sqlstate.as_ref().map(|s| format!(" {s}")).unwrap_or_default())]
+    /// A statement failed (with its SQLSTATE) or was refused by the host (without).
+    #[error("{}{message}", sqlstate.as_ref().map(|s| format!("database error {s}: ")).unwrap_or_default())]
     Db { sqlstate: Option<String>, message: String, retryable: bool },
-    #[error("plugin trapped: {0}")]
+    #[error("{0}")]
     Trap(String),
     #[error("plugin exceeded its deadline of {0:?}")]
     Deadline(Duration),
@@ -398,8 +399,17 @@ fn finish<T>(
             } else if trap.downcast_ref::<MemoryExceeded>().is_some() {
                 Err(CallError::Memory(memory))
             } else {
-                let stderr = String::from_utf8_lossy(&state.stderr.contents()).trim().to_owned();
-                let trap = trap.to_string();
+                let stderr = String::from_utf8_lossy(&state.stderr.contents())
+                    .lines()
+                    .filter(|l| !l.starts_with("note: run with `RUST_BACKTRACE=1`"))
+                    .flat_map(str::split_whitespace)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                // The trap's own message ("wasm trap: ..."), without the wasm backtrace.
+                let trap = match trap.downcast_ref::<wasmtime::Trap>() {
+                    Some(code) => code.to_string(),
+                    None => format!("plugin trapped: {}", format!("{trap}").lines().next().unwrap_or_default()),
+                };
                 Err(CallError::Trap(if stderr.is_empty() { trap } else { format!("{trap}; plugin stderr: {stderr}") }))
             }
         }

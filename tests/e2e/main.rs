@@ -1,1 +1,6 @@
+//! End-to-end tests: a real PostgreSQL, real plugin components, real `almanac`
+//! processes killed with real signals.
+mod support;
 
+mod core;
+mod faults;

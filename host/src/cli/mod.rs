@@ -148,10 +148,16 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging(format: LogFormat, quiet: bool) {
-    let default = if quiet { "warn" } else { "info" };
+    // Server NOTICEs ("relation already exists, skipping") and the migration runner's
+    // chatter are not worth an operator's attention.
+    let default = if quiet { "warn" } else { "info,tokio_postgres=warn,refinery_core=warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use std::io::IsTerminal;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -96,6 +96,8 @@ fn column(row: &Row, i: usize) -> Result<Value, String> {
     let raw: Option<Raw> = row.try_get(i).map_err(|e| fail(e.into()))?;
     let Some(Raw(raw)) = raw else { return Ok(Value::Null) };
     let value = match *ty {
+        // A function returning void (pg_sleep, pg_notify) yields one empty column.
+        Type::VOID => Value::Null,
         Type::BOOL => Value::Boolean(bool::from_sql(ty, raw).map_err(fail)?),
         Type::INT2 => Value::Int(i16::from_sql(ty, raw).map_err(fail)?.into()),
         Type::INT4 => Value::Int(i32::from_sql(ty, raw).map_err(fail)?.into()),

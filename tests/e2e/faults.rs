@@ -1,0 +1,122 @@
+//! Hostile and broken plugins: each failure is a recorded, explained attempt, and the
+//! host keeps serving everything else.
+use std::time::Duration;
+
+use crate::support::{plugin_dir, HostProc, TestDb};
+
+async fn last_error(db: &TestDb, task: &str) -> (String, String, i32) {
+    let row = db
+        .client
+        .query_one("SELECT status, coalesce(last_error, ''), attempts FROM almanac.jobs WHERE task = $1", &[&task])
+        .await
+        .unwrap_or_else(|e| panic!("job of {task}: {e}"));
+    (row.get(0), row.get(1), row.get(2))
+}
+
+async fn enqueue(db: &TestDb, task: &str, key: &str) {
+    db.client
+        .execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ($1, '2026-01-01T00:00:00Z', $2)", &[&task, &key])
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn trap_loop_memory_bomb_and_commit_fail_alone() {
+    let db = TestDb::new().await;
+    db.accounts(50).await;
+    db.client
+        .batch_execute(
+            "INSERT INTO almanac.jobs (task, slot, key)
+             SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts",
+        )
+        .await
+        .unwrap();
+    for task in ["fixture-trap", "fixture-spin", "fixture-membomb", "fixture-commit"] {
+        enqueue(&db, task, "k1").await;
+    }
+    let plugins = plugin_dir(&["daily_points", "fixture_trap", "fixture_spin", "fixture_membomb", "fixture_commit"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "2"]);
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 4, Duration::from_secs(60)).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 50, Duration::from_secs(60)).await;
+
+    let (_, trap, attempts) = last_error(&db, "fixture-trap").await;
+    assert!(trap.starts_with("wasm trap: wasm `unreachable` instruction executed; plugin stderr: thread '<unnamed>' (1) panicked at plugins/fixtures/trap/src/lib.rs"), "{trap}");
+    assert!(trap.contains("fixture-trap refuses key k1"), "panic message kept: {trap}");
+    assert_eq!(attempts, 1);
+    let (_, spin, _) = last_error(&db, "fixture-spin").await;
+    assert_eq!(spin, "plugin exceeded its deadline of 500ms");
+    let (_, bomb, _) = last_error(&db, "fixture-membomb").await;
+    assert_eq!(bomb, "plugin exceeded its memory limit of 64 MiB");
+    let (_, commit, _) = last_error(&db, "fixture-commit").await;
+    assert_eq!(
+        commit,
+        "refused: COMMIT is transaction control, which belongs to the host (the job's transaction commits when `run` returns ok)"
+    );
+    // The row it inserted before the COMMIT rolled back with the attempt.
+    assert_eq!(db.count("SELECT count(*) FROM fixture_commit_effects").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points <> 10").await, 0);
+    assert!(host.is_running(), "the host survived; log:\n{}", host.log());
+    // A host panic starts a line; the plugin's panic is quoted inside its job's error.
+    assert!(!host.log().lines().any(|l| l.starts_with("thread '")), "no host panic; log:\n{}", host.log());
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn broken_files_in_the_plugins_folder_are_named_and_skipped() {
+    let db = TestDb::new().await;
+    db.accounts(5).await;
+    db.client
+        .batch_execute(
+            "INSERT INTO almanac.jobs (task, slot, key)
+             SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts",
+        )
+        .await
+        .unwrap();
+    let plugins = plugin_dir(&["daily_points"]);
+    std::fs::write(plugins.path().join("garbage.wasm"), b"this is not wasm").unwrap();
+    // The smallest valid core module: magic and version 1, no sections.
+    std::fs::write(plugins.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
+    // A component header followed by junk.
+    std::fs::write(plugins.path().join("truncated.wasm"), b"\0asm\x0d\0\x01\0\xff\xff").unwrap();
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 5, Duration::from_secs(30)).await;
+    let log = host.log();
+    let dir = plugins.path().display();
+    for line in [
+        format!("plugin not loaded: {dir}/garbage.wasm: not a WebAssembly file"),
+        format!("plugin not loaded: {dir}/core.wasm: a core WebAssembly module, not a component"),
+        format!("plugin not loaded: {dir}/truncated.wasm: invalid component"),
+    ] {
+        assert!(log.contains(&line), "missing {line:?} in log:\n{log}");
+    }
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retries_end_done_after_three_attempts_or_failed_with_the_error() {
+    let db = TestDb::new().await;
+    enqueue(&db, "fixture-flaky", "k1").await;
+    enqueue(&db, "fixture-permanent", "k9").await;
+    let plugins = plugin_dir(&["fixture_flaky", "fixture_permanent"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    db.wait_count(
+        "SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-flaky' AND status = 'done'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    db.wait_count(
+        "SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-permanent' AND status = 'failed'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    let (_, error, attempts) = last_error(&db, "fixture-flaky").await;
+    assert_eq!((error.as_str(), attempts), ("", 3));
+    // Only the successful attempt's write survived; the failed ones rolled back.
+    assert_eq!(db.count("SELECT count(*) FROM fixture_flaky_effects").await, 1);
+    assert_eq!(db.count("SELECT attempt::bigint FROM fixture_flaky_effects").await, 3);
+    let (_, error, attempts) = last_error(&db, "fixture-permanent").await;
+    assert_eq!((error.as_str(), attempts), ("account k9 is closed", 1));
+    host.stop().await;
+}

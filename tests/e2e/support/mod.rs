@@ -1,0 +1,262 @@
+//! The end-to-end harness: one private PostgreSQL cluster per test binary, a migrated
+//! template database cloned per test, the plugins built once, and real `almanac`
+//! processes.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use almanac::cluster::{Cluster, Settings};
+use tokio_postgres::{Client, NoTls};
+
+pub const TEMPLATE: &str = "almanac_template";
+
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace root").to_owned()
+}
+
+pub fn almanac_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_almanac")
+}
+
+struct Shared {
+    cluster: Cluster,
+    _dir: tempfile::TempDir,
+    cache: tempfile::TempDir,
+}
+
+static SHARED: OnceLock<Shared> = OnceLock::new();
+
+extern "C" fn stop_cluster() {
+    if let Some(shared) = SHARED.get() {
+        let _ = shared.cluster.stop("immediate");
+    }
+}
+
+fn shared() -> &'static Shared {
+    SHARED.get_or_init(|| {
+        let dir = tempfile::Builder::new().prefix("almanac-e2e-").tempdir().expect("temp dir");
+        let mut settings = Settings::default();
+        // Durability across OS crashes is not under test; process crashes keep the OS
+        // page cache, so fsync only costs time here. synchronous_commit stays on.
+        settings.extra.push(("fsync".into(), "off".into()));
+        settings.extra.push(("max_connections".into(), "300".into()));
+        let cluster = Cluster::new(&dir.path().join("pg")).expect("cluster handle");
+        cluster.init(&settings).expect("initdb");
+        cluster.start().expect("start PostgreSQL");
+        unsafe { libc::atexit(stop_cluster) };
+        let url = cluster.url("postgres");
+        // Tests run on several runtimes; this one-off setup gets its own.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            rt.block_on(async {
+                let admin = connect(&url).await;
+                admin.batch_execute(&format!("CREATE DATABASE {TEMPLATE}")).await.expect("create the template database");
+            })
+        })
+        .join()
+        .expect("template database setup");
+        let migrate = Command::new(almanac_bin())
+            .arg("migrate")
+            .env("DATABASE_URL", cluster.url(TEMPLATE))
+            .output()
+            .expect("run almanac migrate");
+        assert!(migrate.status.success(), "almanac migrate: {}", String::from_utf8_lossy(&migrate.stderr));
+        let cache = tempfile::Builder::new().prefix("almanac-cache-").tempdir().expect("cache dir");
+        Shared { cluster, _dir: dir, cache }
+    })
+}
+
+pub fn cluster() -> &'static Cluster {
+    &shared().cluster
+}
+
+/// The folder the plugins were built into (built once per test binary).
+pub fn built_plugins() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(workspace().join("scripts/build-plugins.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run scripts/build-plugins.sh");
+        assert!(out.status.success(), "building the plugins failed");
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    })
+}
+
+/// A fresh folder holding copies of the named plugins (file stems, e.g. "daily_points").
+pub fn plugin_dir(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new().prefix("almanac-plugins-").tempdir().expect("plugins dir");
+    for name in names {
+        let from = built_plugins().join(format!("{name}.wasm"));
+        std::fs::copy(&from, dir.path().join(format!("{name}.wasm")))
+            .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+    }
+    dir
+}
+
+/// A database cloned from the migrated template, with a client on it.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    pub client: Client,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("t{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
+        let admin = connect(&cluster().url("postgres")).await;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
+            .await
+            .expect("clone the template database");
+        let url = cluster().url(&name);
+        let client = connect(&url).await;
+        TestDb { name, url, client }
+    }
+
+    /// The seed's business table with `n` accounts at 0 points.
+    pub async fn accounts(&self, n: i64) {
+        self.client
+            .batch_execute("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0)")
+            .await
+            .expect("create accounts");
+        self.client
+            .execute("INSERT INTO accounts SELECT g, 0 FROM generate_series(1, $1::bigint) g", &[&n])
+            .await
+            .expect("seed accounts");
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        self.client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
+    }
+
+    /// Poll `sql` (returning one bigint) until it equals `want`.
+    pub async fn wait_count(&self, sql: &str, want: i64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let got: i64 = match self.client.query_one(sql, &[]).await {
+                Ok(row) => row.get(0),
+                Err(_) => -1,
+            };
+            if got == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "timed out after {timeout:?}: {sql} is {got}, want {want}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+pub async fn connect(url: &str) -> Client {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await.unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    client
+}
+
+/// Poll `check` every 50 ms until it holds; panic naming `what` after `timeout`.
+pub async fn wait_for<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return;
+        }
+        assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A real `almanac run` process; killed with SIGKILL when dropped.
+pub struct HostProc {
+    child: Child,
+    pub log: PathBuf,
+    _log_dir: tempfile::TempDir,
+}
+
+impl HostProc {
+    /// `almanac run` on `db` with test-friendly intervals; `extra` args come last.
+    pub fn spawn(db: &TestDb, plugins: &Path, extra: &[&str]) -> HostProc {
+        let log_dir = tempfile::Builder::new().prefix("almanac-log-").tempdir().expect("log dir");
+        let log = log_dir.path().join("host.log");
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(almanac_bin())
+            .arg("run")
+            .arg("--plugins")
+            .arg(plugins)
+            .arg("--cache-dir")
+            .arg(shared().cache.path())
+            .args(["--tick", "100ms", "--poll-interval", "100ms", "--retry-base", "20ms", "--shutdown-grace", "10s"])
+            .args(extra)
+            .env("DATABASE_URL", &db.url)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("spawn almanac run");
+        HostProc { child, log, _log_dir: log_dir }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, signal: i32) {
+        unsafe { libc::kill(self.pid(), signal) };
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Wait for the process to exit, at most `timeout`.
+    pub async fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("try_wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "host did not exit within {timeout:?}; log:\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGTERM, then expect a clean exit 0.
+    pub async fn stop(&mut self) {
+        self.signal(libc::SIGTERM);
+        let status = self.wait(Duration::from_secs(20)).await;
+        assert!(status.success(), "host exited with {status} after SIGTERM; log:\n{}", self.log());
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until the host's log contains `needle`.
+    pub async fn wait_log(&self, needle: &str, timeout: Duration) {
+        wait_for(&format!("log line containing {needle:?}"), timeout, || async { self.log().contains(needle) }).await;
+    }
+}
+
+impl Drop for HostProc {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("---- log of host {} ----\n{}", self.pid(), self.log());
+        }
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
