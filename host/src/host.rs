@@ -20,6 +20,8 @@ const SETUP_LOCK: i64 = 0x616c_6d61_6e61_64;
 #[derive(Debug, Clone)]
 pub struct Options {
     pub plugins_dir: PathBuf,
+    /// Per-task overrides (`almanac.toml`). Defaults to none.
+    pub config: Option<PathBuf>,
     /// Where compiled plugins are cached. Defaults to `.almanac/cache`.
     pub cache_dir: Option<PathBuf>,
     pub limits: Limits,
@@ -56,6 +58,12 @@ impl Host {
         for failure in &failures {
             tracing::error!("plugin not loaded: {failure}");
         }
+        // A configuration mistake stops the start: running with a setting silently
+        // ignored is worse than not running.
+        let settings = match &options.config {
+            Some(path) => crate::config::Config::load(path)?.apply(&mut registry)?,
+            None => Default::default(),
+        };
         let mut rejected = Vec::new();
         for plugin in registry.iter() {
             if let Err(e) = setup(&mut conn, plugin).await {
@@ -78,7 +86,7 @@ impl Host {
         if registry.is_empty() {
             tracing::warn!(dir = %options.plugins_dir.display(), "no plugins loaded");
         }
-        scheduler::register(&conn, &registry).await?;
+        scheduler::register(&conn, &registry, &settings).await?;
         Ok(Host { pool, registry: Arc::new(registry), config, options })
     }
 

@@ -8,6 +8,7 @@ pub mod bindings;
 pub mod calendar;
 pub mod capability;
 pub mod cluster;
+pub mod config;
 pub mod db;
 pub mod executor;
 pub mod host;

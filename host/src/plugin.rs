@@ -461,6 +461,11 @@ impl Registry {
         Ok((registry, failures))
     }
 
+    /// The spec of a loaded task, before the registry is shared.
+    pub fn spec_mut(&mut self, task: &str) -> Option<&mut TaskSpec> {
+        self.plugins.get_mut(task).and_then(Arc::get_mut).map(|p| &mut p.spec)
+    }
+
     pub fn remove(&mut self, task: &str) -> Option<Arc<Plugin>> {
         self.plugins.remove(task)
     }

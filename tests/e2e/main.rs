@@ -3,4 +3,6 @@
 mod support;
 
 mod core;
+mod calendar;
 mod faults;
+mod scheduler;

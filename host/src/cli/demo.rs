@@ -34,6 +34,7 @@ pub struct DemoArgs {
 pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
     let options = host::Options {
         plugins_dir: args.plugins.clone(),
+        config: None,
         cache_dir: Some(data_dir.join("cache")),
         limits: plugin::Limits::default(),
         executor: executor::Options {

@@ -1,5 +1,6 @@
 //! Command-line interface: parse, set up logging, pick the database, dispatch.
 mod demo;
+mod schedule;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -56,6 +57,19 @@ enum Command {
         #[arg(long)]
         key: String,
     },
+    /// Preview a schedule's slots in local and UTC time.
+    Slots(schedule::SlotsArgs),
+    /// Every schedule: cursor, next slot, catch-up policy, paused.
+    Schedules {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop generating new slots for TASK (jobs already generated still run).
+    Pause { task: String },
+    /// Generate TASK's slots again, catching up per its policy.
+    Resume { task: String },
+    /// Generate every slot of TASK in a range (idempotent).
+    Backfill(schedule::BackfillArgs),
     /// The seed's scenario end to end: 1,000 accounts, a three-day outage, catch-up.
     Demo(demo::DemoArgs),
 }
@@ -65,6 +79,9 @@ struct RunArgs {
     /// Folder of plugin components (`*.wasm`).
     #[arg(long)]
     plugins: PathBuf,
+    /// Per-task overrides [default: ./almanac.toml if it exists].
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// Concurrent workers, each with its own connection.
     #[arg(long, default_value_t = 4)]
     workers: usize,
@@ -107,6 +124,7 @@ impl RunArgs {
     fn host_options(&self, data_dir: &std::path::Path) -> host::Options {
         host::Options {
             plugins_dir: self.plugins.clone(),
+            config: self.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists())),
             cache_dir: Some(self.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"))),
             limits: plugin::Limits { memory_bytes: self.memory_limit_mib << 20, instances: (self.workers as u32) * 2 + 8 },
             executor: executor::Options {
@@ -140,7 +158,6 @@ pub fn main() -> ExitCode {
     match runtime.block_on(dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
-            tracing::error!("{e:#}");
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
@@ -201,6 +218,25 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let new = scheduler::enqueue(&conn, &task, slot, &key).await?;
             println!("{}", if new { "enqueued" } else { "already present (no-op)" });
         }
+        Command::Slots(args) => {
+            return schedule::slots(cli.database_url, &cli.data_dir, args).await;
+        }
+        Command::Schedules { json } => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            return schedule::schedules(&url, json).await;
+        }
+        Command::Pause { task } => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            return schedule::set_paused(&url, &task, true).await;
+        }
+        Command::Resume { task } => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            return schedule::set_paused(&url, &task, false).await;
+        }
+        Command::Backfill(args) => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            return schedule::backfill(&url, &cli.data_dir, args).await;
+        }
         Command::Demo(args) => {
             let url = database_url(cli.database_url, &cli.data_dir, "almanac_demo").await?;
             return demo::run(&url, &cli.data_dir, args, shutdown).await;
@@ -220,7 +256,7 @@ fn spawn_signal_handler(shutdown: CancellationToken) {
     });
 }
 
-async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
+pub(crate) async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
     let config = db::config(url, &db::SessionSettings::default())?;
     let (client, connection) = config.connect(tokio_postgres::NoTls).await.context("cannot connect to the database")?;
     let handle = tokio::spawn(async move {
@@ -232,7 +268,7 @@ async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::Client, toki
 }
 
 /// `DATABASE_URL`, or the private cluster (started if needed) with database `dbname`.
-async fn database_url(url: Option<String>, data_dir: &std::path::Path, dbname: &str) -> anyhow::Result<String> {
+pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path, dbname: &str) -> anyhow::Result<String> {
     if let Some(url) = url.filter(|u| !u.is_empty()) {
         return Ok(url);
     }

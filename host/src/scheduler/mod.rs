@@ -3,7 +3,7 @@
 //! inserts the jobs and advances the cursor, all in one transaction per bounded batch
 //! of slots. A crash between batches resumes from the last committed slot; a second
 //! scheduler finds the row locked and skips it.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,11 +13,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bindings::almanac::plugin::types::Slot as WitSlot;
 use crate::calendar::Slot;
+use crate::config::TaskSettings;
 use crate::plugin::{spec::CatchUp, CallError, Plugin, Registry};
 
 const LOCK_SCHEDULE: &str = include_str!("lock_schedule.sql");
 const INSERT_JOBS: &str = include_str!("insert_jobs.sql");
-const RECORD_SLOT: &str = include_str!("record_slot.sql");
+const RECORD_GENERATED: &str = include_str!("record_generated.sql");
+const RECORD_SKIPPED: &str = include_str!("record_skipped.sql");
 const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
 const REGISTER_SCHEDULE: &str = include_str!("register_schedule.sql");
 
@@ -57,18 +59,32 @@ pub struct TickOutcome {
     pub generated: usize,
     pub skipped: usize,
     pub jobs: u64,
+    /// Keys `plan` returned; more than `jobs` when some jobs already existed.
+    pub planned: u64,
     /// The batch bound stopped the tick early: tick again now.
     pub more: bool,
 }
 
 /// Make sure every loaded task has its schedule row with its effective settings.
-pub async fn register(conn: &Object, registry: &Registry) -> Result<(), tokio_postgres::Error> {
+pub async fn register(
+    conn: &Object,
+    registry: &Registry,
+    settings: &BTreeMap<String, TaskSettings>,
+) -> Result<(), tokio_postgres::Error> {
     let statement = conn.prepare_cached(REGISTER_SCHEDULE).await?;
     for plugin in registry.iter() {
         let spec = &plugin.spec;
+        let task = settings.get(&spec.name).cloned().unwrap_or_default();
         conn.execute(
             &statement,
-            &[&spec.name, &spec.schedule.cron(), &spec.schedule.zone().name(), &spec.catch_up.to_string()],
+            &[
+                &spec.name,
+                &spec.schedule.cron(),
+                &spec.schedule.zone().name(),
+                &spec.catch_up.to_string(),
+                &task.start_at,
+                &task.paused,
+            ],
         )
         .await?;
     }
@@ -105,41 +121,97 @@ pub async fn tick(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
 
 async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
     let spec = &plugin.spec;
-    let mut outcome = TickOutcome::default();
     let Some(row) = conn.query_opt(LOCK_SCHEDULE, &[&spec.name]).await? else {
-        return Ok(outcome);
+        return Ok(TickOutcome::default());
     };
     let (cursor, paused, now): (DateTime<Utc>, bool, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
     if paused {
-        return Ok(outcome);
+        return Ok(TickOutcome::default());
     }
-    let record = conn.prepare_cached(RECORD_SLOT).await?;
-    let mut last = None;
     let due = spec.schedule.slots_after(cursor).take_while(|s| s.start <= now);
-    for (n, slot) in due.enumerate() {
-        if n == options.max_slots_per_tick || outcome.jobs >= options.max_jobs_per_tick {
-            outcome.more = true;
-            break;
-        }
-        match skip_reason(plugin, &slot, now) {
-            None => {
-                let jobs = plan_slot(conn, plugin, &slot, options).await?;
-                conn.execute(&record, &[&spec.name, &slot.start, &"generated", &None::<String>, &(jobs as i64)]).await?;
-                outcome.generated += 1;
-                outcome.jobs += jobs;
-            }
-            Some(reason) => {
-                conn.execute(&record, &[&spec.name, &slot.start, &"skipped", &Some(reason), &0i64]).await?;
-                outcome.skipped += 1;
-            }
-        }
-        last = Some(slot.start);
-    }
+    let (outcome, last) = generate_slots(conn, plugin, due, Some(now), options).await?;
     if let Some(last) = last {
         conn.execute(ADVANCE_CURSOR, &[&spec.name, &last]).await?;
         tracing::info!(task = %spec.name, generated = outcome.generated, skipped = outcome.skipped, jobs = outcome.jobs, through = %last, "slots generated");
     }
     Ok(outcome)
+}
+
+/// Generate (or, per the catch-up policy as of `policy_now`, skip) `slots` until the
+/// batch bound; returns what was done and the start of the last slot handled.
+async fn generate_slots(
+    conn: &Arc<Object>,
+    plugin: &Plugin,
+    slots: impl Iterator<Item = Slot>,
+    policy_now: Option<DateTime<Utc>>,
+    options: &Options,
+) -> Result<(TickOutcome, Option<DateTime<Utc>>), SchedulerError> {
+    let spec = &plugin.spec;
+    let mut outcome = TickOutcome::default();
+    let generated = conn.prepare_cached(RECORD_GENERATED).await?;
+    let skipped = conn.prepare_cached(RECORD_SKIPPED).await?;
+    let mut last = None;
+    for (n, slot) in slots.enumerate() {
+        if n == options.max_slots_per_tick || outcome.jobs >= options.max_jobs_per_tick {
+            outcome.more = true;
+            break;
+        }
+        match policy_now.and_then(|now| skip_reason(plugin, &slot, now)) {
+            None => {
+                let (planned, jobs) = plan_slot(conn, plugin, &slot, options).await?;
+                let reason = policy_now.is_none().then_some("backfill");
+                conn.execute(&generated, &[&spec.name, &slot.start, &reason, &(jobs as i64)]).await?;
+                outcome.generated += 1;
+                outcome.jobs += jobs;
+                outcome.planned += planned;
+            }
+            Some(reason) => {
+                conn.execute(&skipped, &[&spec.name, &slot.start, &reason]).await?;
+                outcome.skipped += 1;
+            }
+        }
+        last = Some(slot.start);
+    }
+    Ok((outcome, last))
+}
+
+/// Generate every slot starting in `[from, to)` regardless of cursor and catch-up
+/// policy, one transaction per batch; `progress` sees each committed batch. Running it
+/// twice adds nothing.
+pub async fn backfill(
+    conn: &Arc<Object>,
+    plugin: &Plugin,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    options: &Options,
+    mut progress: impl FnMut(&TickOutcome, DateTime<Utc>),
+) -> Result<TickOutcome, SchedulerError> {
+    let mut total = TickOutcome::default();
+    // The first slot starting at or after `from`.
+    let mut after = from - chrono::Duration::microseconds(1);
+    loop {
+        let slots = plugin.spec.schedule.slots_after(after).take_while(|s| s.start < to);
+        conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
+        let batch = match generate_slots(conn, plugin, slots, None, options).await {
+            Ok(batch) => batch,
+            Err(e) => {
+                conn.batch_execute("ROLLBACK").await?;
+                return Err(e);
+            }
+        };
+        conn.batch_execute("COMMIT").await?;
+        let (outcome, last) = batch;
+        total.generated += outcome.generated;
+        total.jobs += outcome.jobs;
+        total.planned += outcome.planned;
+        let Some(last) = last else { break };
+        progress(&total, last);
+        if !outcome.more {
+            break;
+        }
+        after = last;
+    }
+    Ok(total)
 }
 
 /// Why the catch-up policy skips a due slot, if it does.
@@ -157,8 +229,9 @@ fn skip_reason(plugin: &Plugin, slot: &Slot, now: DateTime<Utc>) -> Option<Strin
     }
 }
 
-/// Ask `plan` for the slot's keys page by page and insert them; returns jobs inserted.
-async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &Options) -> Result<u64, SchedulerError> {
+/// Ask `plan` for the slot's keys page by page and insert them; returns (keys planned,
+/// jobs inserted).
+async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &Options) -> Result<(u64, u64), SchedulerError> {
     let spec = &plugin.spec;
     let wit_slot = WitSlot {
         start: slot.start.timestamp_micros(),
@@ -169,7 +242,7 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
     let bad = |problem: String| SchedulerError::BadPlan { task: spec.name.clone(), slot: slot.label.clone(), problem };
     let insert = conn.prepare_cached(INSERT_JOBS).await?;
     let mut after: Option<String> = None;
-    let mut inserted = 0;
+    let (mut planned, mut inserted) = (0, 0);
     loop {
         let keys = plugin
             .plan(conn, &wit_slot, after.as_deref(), options.plan_page)
@@ -186,9 +259,10 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
             return Err(bad(format!("the page after {last:?} again (paging does not advance)")));
         }
         inserted += conn.execute(&insert, &[&spec.name, &slot.start, &keys]).await?;
+        planned += keys.len() as u64;
         after = Some(last.clone());
     }
-    Ok(inserted)
+    Ok((planned, inserted))
 }
 
 /// Tick every task until `shutdown`. A task whose plan keeps failing is retried with

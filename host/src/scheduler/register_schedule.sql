@@ -1,8 +1,8 @@
--- A task's effective schedule. A new task's cursor starts now: deploying a task never
--- backfills history by surprise. An existing cursor is never moved here.
-INSERT INTO almanac.schedules (task, cron, zone, catch_up, generated_through)
-VALUES ($1, $2, $3, $4, now())
+-- A task's effective schedule. A new task's cursor starts at start_at ($5), by default
+-- now: deploying a task never backfills history by surprise. An existing cursor is never
+-- moved here. $6 forces the paused flag; NULL leaves it as operators set it.
+INSERT INTO almanac.schedules (task, cron, zone, catch_up, generated_through, paused)
+VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, false))
 ON CONFLICT (task) DO UPDATE
-SET cron = EXCLUDED.cron, zone = EXCLUDED.zone, catch_up = EXCLUDED.catch_up, updated_at = now()
-WHERE (almanac.schedules.cron, almanac.schedules.zone, almanac.schedules.catch_up)
-      IS DISTINCT FROM (EXCLUDED.cron, EXCLUDED.zone, EXCLUDED.catch_up)
+SET cron = EXCLUDED.cron, zone = EXCLUDED.zone, catch_up = EXCLUDED.catch_up,
+    paused = coalesce($6, almanac.schedules.paused), updated_at = now()

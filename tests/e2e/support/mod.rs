@@ -188,6 +188,11 @@ pub struct HostProc {
 impl HostProc {
     /// `almanac run` on `db` with test-friendly intervals; `extra` args come last.
     pub fn spawn(db: &TestDb, plugins: &Path, extra: &[&str]) -> HostProc {
+        HostProc::spawn_with_env(db, plugins, extra, &[])
+    }
+
+    /// As [`HostProc::spawn`], with extra environment variables.
+    pub fn spawn_with_env(db: &TestDb, plugins: &Path, extra: &[&str], env: &[(&str, &str)]) -> HostProc {
         let log_dir = tempfile::Builder::new().prefix("almanac-log-").tempdir().expect("log dir");
         let log = log_dir.path().join("host.log");
         let file = std::fs::File::create(&log).expect("log file");
@@ -201,6 +206,7 @@ impl HostProc {
             .args(extra)
             .env("DATABASE_URL", &db.url)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()

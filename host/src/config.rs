@@ -1,0 +1,199 @@
+//! `almanac.toml`: per-task overrides of what a plugin's `describe()` declares.
+//!
+//! ```toml
+//! [tasks.daily-points]
+//! cron = "0 0 * * *"          # default: the plugin's
+//! zone = "Asia/Shanghai"      # default: the plugin's
+//! catch_up = "window=3d"      # all | latest | window=<duration>; default: the plugin's
+//! start_at = "2026-01-01"     # where a *new* schedule's cursor starts; default: now
+//! paused = false              # default: leave as it is in the database
+//! ```
+//!
+//! Unknown keys, unknown tasks, invalid cron lines and unknown zones are errors that
+//! name the file and line; nothing is silently ignored.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::calendar::Schedule;
+use crate::plugin::spec::{CatchUp, TaskSpec};
+use crate::plugin::Registry;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: cannot read: {source}")]
+    Read { file: String, source: std::io::Error },
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    #[error("{file}:{line}: {message}")]
+    Invalid { file: String, line: usize, message: String },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    tasks: BTreeMap<Spanned<String>, TaskOverride>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskOverride {
+    cron: Option<Spanned<String>>,
+    zone: Option<Spanned<String>>,
+    catch_up: Option<Spanned<String>>,
+    start_at: Option<Spanned<String>>,
+    paused: Option<bool>,
+}
+
+/// What the configuration decides for one task beyond its spec.
+#[derive(Debug, Clone, Default)]
+pub struct TaskSettings {
+    /// Where a new schedule's cursor starts (None: now).
+    pub start_at: Option<DateTime<Utc>>,
+    /// Force the paused flag at start (None: leave it).
+    pub paused: Option<bool>,
+}
+
+/// A parsed, not yet applied, configuration file.
+#[derive(Debug, Default)]
+pub struct Config {
+    file: String,
+    text: String,
+    parsed: File,
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { file: file.clone(), source })?;
+        Config::parse(&file, text)
+    }
+
+    pub fn parse(file: &str, text: String) -> Result<Config, ConfigError> {
+        let parsed: File = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            file: file.to_owned(),
+            message: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        Ok(Config { file: file.to_owned(), text, parsed })
+    }
+
+    fn invalid<T>(&self, span: std::ops::Range<usize>, message: String) -> Result<T, ConfigError> {
+        let line = self.text[..span.start.min(self.text.len())].matches('\n').count() + 1;
+        Err(ConfigError::Invalid { file: self.file.clone(), line, message })
+    }
+
+    /// Apply the overrides to the loaded plugins' specs; returns per-task settings.
+    pub fn apply(&self, registry: &mut Registry) -> Result<BTreeMap<String, TaskSettings>, ConfigError> {
+        let mut settings = BTreeMap::new();
+        for (name, o) in &self.parsed.tasks {
+            let Some(spec) = registry.spec_mut(name.get_ref()) else {
+                let known = registry.tasks().join(", ");
+                return self.invalid(name.span(), format!("unknown task {:?} (loaded: {known})", name.get_ref()));
+            };
+            let updated = self.override_spec(spec, o)?;
+            *spec = updated;
+            let start_at = match &o.start_at {
+                Some(s) => Some(match parse_instant(s.get_ref(), spec.schedule.zone()) {
+                    Ok(t) => t,
+                    Err(e) => return self.invalid(s.span(), format!("start_at: {e}")),
+                }),
+                None => None,
+            };
+            settings.insert(name.get_ref().clone(), TaskSettings { start_at, paused: o.paused });
+        }
+        Ok(settings)
+    }
+
+    fn override_spec(&self, spec: &TaskSpec, o: &TaskOverride) -> Result<TaskSpec, ConfigError> {
+        let mut spec = spec.clone();
+        if o.cron.is_some() || o.zone.is_some() {
+            let cron = o.cron.as_ref().map_or(spec.schedule.cron().to_owned(), |c| c.get_ref().clone());
+            let zone = o.zone.as_ref().map_or(spec.schedule.zone().name().to_owned(), |z| z.get_ref().clone());
+            spec.schedule = match Schedule::new(&cron, &zone) {
+                Ok(s) => s,
+                Err(e) => {
+                    let span = match &e {
+                        crate::calendar::CalendarError::Zone(_) => o.zone.as_ref().map(Spanned::span),
+                        _ => o.cron.as_ref().map(Spanned::span),
+                    };
+                    return self.invalid(span.unwrap_or(0..0), e.to_string());
+                }
+            };
+        }
+        if let Some(c) = &o.catch_up {
+            spec.catch_up = match parse_catch_up(c.get_ref()) {
+                Ok(c) => c,
+                Err(e) => return self.invalid(c.span(), e),
+            };
+        }
+        Ok(spec)
+    }
+}
+
+/// `all`, `latest` or `window=<duration>` (e.g. `window=3d`).
+pub fn parse_catch_up(text: &str) -> Result<CatchUp, String> {
+    match text {
+        "all" => Ok(CatchUp::All),
+        "latest" => Ok(CatchUp::Latest),
+        _ => match text.strip_prefix("window=") {
+            Some(d) => humantime::parse_duration(d)
+                .map(CatchUp::Window)
+                .map_err(|e| format!("catch_up {text:?}: invalid duration: {e}")),
+            None => Err(format!("catch_up {text:?}: expected all, latest or window=<duration> (e.g. window=3d)")),
+        },
+    }
+}
+
+/// An RFC 3339 instant, or a plain date meaning midnight in `zone` (the first instant
+/// of that day if midnight falls in a DST gap).
+pub fn parse_instant(text: &str, zone: chrono_tz::Tz) -> Result<DateTime<Utc>, String> {
+    use chrono::TimeZone;
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map_err(|_| format!("{text:?} is neither an RFC 3339 instant nor a date (YYYY-MM-DD)"))?;
+    let mut local = date.and_hms_opt(0, 0, 0).ok_or_else(|| format!("{text:?}: no midnight"))?;
+    for _ in 0..(48 * 60) {
+        if let Some(t) = zone.from_local_datetime(&local).earliest() {
+            return Ok(t.with_timezone(&Utc));
+        }
+        local += chrono::Duration::minutes(1);
+    }
+    Err(format!("{text:?}: no such day in {zone}"))
+}
+
+/// The default configuration path, used only if the file exists.
+pub fn default_path() -> PathBuf {
+    PathBuf::from("almanac.toml")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_errors_with_a_line() {
+        let e = Config::parse("almanac.toml", "[tasks.x]\ncron = \"* * * * *\"\ncolour = \"red\"\n".into()).unwrap_err();
+        let message = e.to_string();
+        assert!(message.starts_with("almanac.toml: TOML parse error at line 3"), "{message}");
+        assert!(message.contains("unknown field `colour`"), "{message}");
+    }
+
+    #[test]
+    fn catch_up_and_instants_parse() {
+        assert_eq!(parse_catch_up("window=3d"), Ok(CatchUp::Window(std::time::Duration::from_secs(3 * 86400))));
+        assert!(parse_catch_up("sometimes").unwrap_err().contains("expected all, latest or window="));
+        let shanghai: chrono_tz::Tz = "Asia/Shanghai".parse().unwrap();
+        assert_eq!(parse_instant("2026-03-08", shanghai).unwrap().to_rfc3339(), "2026-03-07T16:00:00+00:00");
+        assert_eq!(parse_instant("2026-03-08T02:30:00-05:00", shanghai).unwrap().to_rfc3339(), "2026-03-08T07:30:00+00:00");
+        // Midnight does not exist in Havana on 2026-03-08: the day starts at 01:00 CDT.
+        let havana: chrono_tz::Tz = "America/Havana".parse().unwrap();
+        assert_eq!(parse_instant("2026-03-08", havana).unwrap().to_rfc3339(), "2026-03-08T05:00:00+00:00");
+        assert!(parse_instant("yesterday", shanghai).is_err());
+    }
+}
