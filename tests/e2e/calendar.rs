@@ -166,3 +166,34 @@ async fn configuration_mistakes_stop_the_start_and_name_the_line() {
         assert!(log.contains(&wanted), "want {wanted:?} in:\n{log}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn schedules_can_be_listed_previewed_paused_and_resumed() {
+    let db = TestDb::new().await;
+    behind(&db, "daily-points", "0 0 * * *", "Asia/Shanghai", "2026-03-01T16:00:00Z".parse().unwrap()).await;
+    let almanac = |args: &[&str]| {
+        let out = std::process::Command::new(almanac_bin()).args(args).env("DATABASE_URL", &db.url).output().unwrap();
+        (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    };
+    assert_eq!(almanac(&["pause", "daily-points"]).1.trim(), "daily-points paused");
+    let (ok, listed, _) = almanac(&["schedules", "--json"]);
+    assert!(ok);
+    let line: serde_json::Value = serde_json::from_str(listed.trim()).unwrap();
+    assert_eq!(line["paused"], true);
+    assert_eq!(line["cursor"], "2026-03-01T16:00:00Z");
+    assert_eq!(line["next_slot"], "2026-03-02T16:00:00Z");
+    assert_eq!(line["next_slot_local"], "2026-03-03T00:00:00+08:00");
+    assert_eq!(almanac(&["resume", "daily-points"]).1.trim(), "daily-points resumed");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.schedules WHERE paused").await, 0);
+    let (ok, _, err) = almanac(&["pause", "nope"]);
+    assert!(!ok);
+    assert!(err.contains("no schedule for task \"nope\" (known: daily-points)"), "{err}");
+    // A task's preview uses its schedule as stored.
+    let (ok, preview, _) = almanac(&["slots", "daily-points", "--from", "2026-03-08", "--to", "2026-03-10", "--json"]);
+    assert!(ok);
+    let starts: Vec<String> = preview
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["start"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(starts, ["2026-03-07T16:00:00Z", "2026-03-08T16:00:00Z"]);
+}

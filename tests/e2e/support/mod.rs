@@ -31,9 +31,13 @@ struct Shared {
 
 static SHARED: OnceLock<Shared> = OnceLock::new();
 
+/// Statics are never dropped, so the cluster and the temp dirs are cleaned up here.
 extern "C" fn stop_cluster() {
     if let Some(shared) = SHARED.get() {
         let _ = shared.cluster.stop("immediate");
+        let _ = std::fs::remove_dir_all(&shared.cluster.socket_dir);
+        let _ = std::fs::remove_dir_all(shared._dir.path());
+        let _ = std::fs::remove_dir_all(shared.cache.path());
     }
 }
 
