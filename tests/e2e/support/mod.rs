@@ -35,9 +35,15 @@ static SHARED: OnceLock<Shared> = OnceLock::new();
 extern "C" fn stop_cluster() {
     if let Some(shared) = SHARED.get() {
         let _ = shared.cluster.stop("immediate");
-        let _ = std::fs::remove_dir_all(&shared.cluster.socket_dir);
-        let _ = std::fs::remove_dir_all(shared._dir.path());
-        let _ = std::fs::remove_dir_all(shared.cache.path());
+        for dir in [shared.cluster.socket_dir.as_path(), shared._dir.path(), shared.cache.path()] {
+            // The server's last files may still be going away right after the stop.
+            for _ in 0..50 {
+                if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
     }
 }
 
