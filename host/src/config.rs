@@ -7,6 +7,8 @@
 //! catch_up = "window=3d"      # all | latest | window=<duration>; default: the plugin's
 //! start_at = "2026-01-01"     # where a *new* schedule's cursor starts; default: now
 //! paused = false              # default: leave as it is in the database
+//! horizon = "90d"             # how far back backfills may reach; default: 30 days, or
+//!                             # the catch-up window if that is longer
 //! ```
 //!
 //! Unknown keys, unknown tasks, invalid cron lines and unknown zones are errors that
@@ -47,6 +49,7 @@ struct TaskOverride {
     catch_up: Option<Spanned<String>>,
     start_at: Option<Spanned<String>>,
     paused: Option<bool>,
+    horizon: Option<Spanned<String>>,
 }
 
 /// What the configuration decides for one task beyond its spec.
@@ -56,6 +59,17 @@ pub struct TaskSettings {
     pub start_at: Option<DateTime<Utc>>,
     /// Force the paused flag at start (None: leave it).
     pub paused: Option<bool>,
+    /// How far back backfills may reach (None: the default, see [`default_horizon`]).
+    pub horizon: Option<std::time::Duration>,
+}
+
+/// 30 days, or the catch-up window if that is longer.
+pub fn default_horizon(catch_up: CatchUp) -> std::time::Duration {
+    let month = std::time::Duration::from_secs(30 * 86_400);
+    match catch_up {
+        CatchUp::Window(window) => window.max(month),
+        _ => month,
+    }
 }
 
 /// A parsed, not yet applied, configuration file.
@@ -103,7 +117,14 @@ impl Config {
                 }),
                 None => None,
             };
-            settings.insert(name.get_ref().clone(), TaskSettings { start_at, paused: o.paused });
+            let horizon = match &o.horizon {
+                Some(h) => Some(match humantime::parse_duration(h.get_ref()) {
+                    Ok(d) => d,
+                    Err(e) => return self.invalid(h.span(), format!("horizon {:?}: {e}", h.get_ref())),
+                }),
+                None => None,
+            };
+            settings.insert(name.get_ref().clone(), TaskSettings { start_at, paused: o.paused, horizon });
         }
         Ok(settings)
     }

@@ -39,7 +39,7 @@ impl Default for SessionSettings {
 /// Parse `url` (a `postgres://` URL or `key=value` pairs) and apply the host's session
 /// settings to it.
 pub fn config(url: &str, settings: &SessionSettings) -> Result<tokio_postgres::Config, DbError> {
-    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| DbError::InvalidUrl(e.to_string()))?;
+    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| DbError::InvalidUrl(error_chain(&e)))?;
     // client_connection_check_interval makes the server notice a host that died while
     // its statement runs (e.g. in pg_sleep), so the job's row lock is released promptly.
     let ours = format!(

@@ -13,6 +13,7 @@ pub mod db;
 pub mod executor;
 pub mod host;
 pub mod migrate;
+pub mod operate;
 pub mod plugin;
 pub mod scheduler;
 pub mod status;

@@ -16,6 +16,8 @@ pub struct TaskStatus {
     pub next_slot: Option<DateTime<Utc>>,
     pub paused: bool,
     pub pending: i64,
+    /// Pending jobs a worker holds locked right now.
+    pub running: i64,
     pub done: i64,
     pub failed: i64,
     pub oldest_pending_seconds: Option<f64>,
@@ -24,6 +26,7 @@ pub struct TaskStatus {
 
 pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, tokio_postgres::Error> {
     let rows = client.query(STATUS, &[]).await?;
+    let running = crate::operate::running(client).await?;
     Ok(rows
         .iter()
         .map(|r| {
@@ -34,8 +37,10 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 (Some(c), Some(z), Some(at)) => Schedule::new(c, z).ok().and_then(|s| s.next_after(at)).map(|s| s.start),
                 _ => None,
             };
+            let task: String = r.get(0);
             TaskStatus {
-                task: r.get(0),
+                running: running.get(&task).copied().unwrap_or(0),
+                task,
                 cron,
                 zone,
                 catch_up: r.get(3),
@@ -55,8 +60,8 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
 /// The table `almanac status` prints.
 pub fn render(statuses: &[TaskStatus]) -> String {
     let mut out = format!(
-        "{:<20} {:<22} {:<22} {:>8} {:>8} {:>8} {:>10}  {}\n",
-        "TASK", "CURSOR (UTC)", "NEXT SLOT (UTC)", "PENDING", "DONE", "FAILED", "OLDEST", "LAST ERROR"
+        "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
+        "TASK", "CURSOR (UTC)", "NEXT SLOT (UTC)", "PENDING", "RUNNING", "DONE", "FAILED", "OLDEST", "LAST ERROR"
     );
     let at = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S").to_string());
     for s in statuses {
@@ -67,8 +72,8 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         }
         let task = if s.paused { format!("{} (paused)", s.task) } else { s.task.clone() };
         out.push_str(&format!(
-            "{:<20} {:<22} {:<22} {:>8} {:>8} {:>8} {:>10}  {}\n",
-            task, at(s.cursor), at(s.next_slot), s.pending, s.done, s.failed, oldest, error
+            "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
+            task, at(s.cursor), at(s.next_slot), s.pending, s.running, s.done, s.failed, oldest, error
         ));
     }
     out

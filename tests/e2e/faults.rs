@@ -72,7 +72,9 @@ async fn broken_files_in_the_plugins_folder_are_named_and_skipped() {
         )
         .await
         .unwrap();
-    let plugins = plugin_dir(&["daily_points"]);
+    let plugins = plugin_dir(&["daily_points", "fixture_otherworld", "fixture_badcron"]);
+    // The same task twice: the file that sorts later is refused.
+    std::fs::copy(plugins.path().join("daily_points.wasm"), plugins.path().join("zz_copy.wasm")).unwrap();
     std::fs::write(plugins.path().join("garbage.wasm"), b"this is not wasm").unwrap();
     // The smallest valid core module: magic and version 1, no sections.
     std::fs::write(plugins.path().join("core.wasm"), b"\0asm\x01\0\0\0").unwrap();
@@ -86,6 +88,9 @@ async fn broken_files_in_the_plugins_folder_are_named_and_skipped() {
         format!("plugin not loaded: {dir}/garbage.wasm: not a WebAssembly file"),
         format!("plugin not loaded: {dir}/core.wasm: a core WebAssembly module, not a component"),
         format!("plugin not loaded: {dir}/truncated.wasm: invalid component"),
+        format!("plugin not loaded: {dir}/fixture_otherworld.wasm: does not fit world task-plugin of almanac:plugin@0.1.0: "),
+        format!("plugin not loaded: {dir}/fixture_badcron.wasm: task \"fixture-badcron\": invalid cron expression \"61 * * * *\""),
+        format!("plugin not loaded: {dir}/zz_copy.wasm: task \"daily-points\" is already provided by {dir}/daily_points.wasm"),
     ] {
         assert!(log.contains(&line), "missing {line:?} in log:\n{log}");
     }

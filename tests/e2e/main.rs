@@ -4,5 +4,6 @@ mod support;
 
 mod core;
 mod calendar;
+mod catalogue;
 mod faults;
 mod scheduler;

@@ -1,5 +1,6 @@
 //! Command-line interface: parse, set up logging, pick the database, dispatch.
 mod demo;
+mod operate;
 mod schedule;
 
 use std::path::PathBuf;
@@ -48,6 +49,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List jobs, newest first, with attempts and last error.
+    Jobs(operate::JobsArgs),
+    /// Send failed jobs back to pending (their attempt history is kept).
+    Retry(operate::RetryArgs),
+    /// Delete done jobs older than a duration; refused inside any task's backfill horizon.
+    Prune {
+        #[arg(long, value_parser = humantime::parse_duration)]
+        older_than: Duration,
+    },
     /// Insert one job by identity (a no-op if it exists).
     Enqueue {
         task: String,
@@ -75,6 +85,8 @@ enum Command {
 }
 
 #[derive(clap::Args, Clone)]
+// A later occurrence of an option wins, so wrappers can set defaults and callers override.
+#[command(args_override_self = true)]
 struct RunArgs {
     /// Folder of plugin components (`*.wasm`).
     #[arg(long)]
@@ -217,6 +229,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let conn = pool.get().await.context("cannot connect to the database")?;
             let new = scheduler::enqueue(&conn, &task, slot, &key).await?;
             println!("{}", if new { "enqueued" } else { "already present (no-op)" });
+        }
+        Command::Jobs(args) => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            return operate::jobs(&url, args).await;
+        }
+        Command::Retry(args) => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            return operate::retry(&url, args).await;
+        }
+        Command::Prune { older_than } => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            return operate::prune(&url, older_than).await;
         }
         Command::Slots(args) => {
             return schedule::slots(cli.database_url, &cli.data_dir, args).await;

@@ -75,6 +75,7 @@ pub async fn register(
     for plugin in registry.iter() {
         let spec = &plugin.spec;
         let task = settings.get(&spec.name).cloned().unwrap_or_default();
+        let horizon = task.horizon.unwrap_or_else(|| crate::config::default_horizon(spec.catch_up));
         conn.execute(
             &statement,
             &[
@@ -84,6 +85,7 @@ pub async fn register(
                 &spec.catch_up.to_string(),
                 &task.start_at,
                 &task.paused,
+                &horizon.as_secs_f64(),
             ],
         )
         .await?;

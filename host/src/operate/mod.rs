@@ -1,0 +1,92 @@
+//! The operator's tools on the job table: what is running, listing jobs, sending failed
+//! jobs back, pruning old done rows outside the backfill horizon.
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::Client;
+
+const RUNNING: &str = include_str!("running.sql");
+const JOBS: &str = include_str!("jobs.sql");
+const RETRY: &str = include_str!("retry.sql");
+const PRUNE: &str = include_str!("prune.sql");
+
+/// Pending jobs locked by a worker right now, per task.
+pub async fn running(client: &Client) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
+    Ok(client.query(RUNNING, &[]).await?.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobRow {
+    pub task: String,
+    pub slot: DateTime<Utc>,
+    pub key: String,
+    pub status: String,
+    pub attempts: i32,
+    pub retries: i32,
+    pub run_after: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+}
+
+pub async fn jobs(client: &Client, status: Option<&str>, task: Option<&str>, limit: i64) -> Result<Vec<JobRow>, tokio_postgres::Error> {
+    Ok(client
+        .query(JOBS, &[&status, &task, &limit])
+        .await?
+        .iter()
+        .map(|r| JobRow {
+            task: r.get(0),
+            slot: r.get(1),
+            key: r.get(2),
+            status: r.get(3),
+            attempts: r.get(4),
+            retries: r.get(5),
+            run_after: r.get(6),
+            completed_at: r.get(7),
+            last_error: r.get(8),
+        })
+        .collect())
+}
+
+/// Failed jobs of `task` (optionally one slot / key) back to pending; returns how many.
+pub async fn retry(client: &Client, task: &str, slot: Option<DateTime<Utc>>, key: Option<&str>) -> Result<u64, tokio_postgres::Error> {
+    client.execute(RETRY, &[&task, &slot, &key]).await
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    #[error(
+        "refusing to prune: {} is inside the backfill horizon of task {task} ({}); done jobs younger than the \
+         horizon are the dedupe evidence a backfill relies on. Nothing was deleted.",
+        humantime::format_duration(*.older_than), humantime::format_duration(*.horizon)
+    )]
+    InsideHorizon { older_than: Duration, task: String, horizon: Duration },
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+}
+
+/// Delete done jobs whose slot and completion are older than `older_than`, in bounded
+/// batches; refuses, deleting nothing, if that reaches inside any task's horizon.
+pub async fn prune(client: &Client, older_than: Duration) -> Result<u64, PruneError> {
+    let widest = client
+        .query_opt(
+            "SELECT task, extract(epoch FROM horizon)::float8 FROM almanac.schedules ORDER BY horizon DESC, task LIMIT 1",
+            &[],
+        )
+        .await?;
+    if let Some(row) = widest {
+        let horizon = Duration::from_secs_f64(row.get::<_, f64>(1).max(0.0));
+        if older_than < horizon {
+            return Err(PruneError::InsideHorizon { older_than, task: row.get(0), horizon });
+        }
+    }
+    let mut deleted = 0;
+    loop {
+        let n = client.execute(PRUNE, &[&older_than.as_secs_f64()]).await?;
+        deleted += n;
+        if n == 0 {
+            return Ok(deleted);
+        }
+    }
+}
