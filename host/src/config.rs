@@ -188,6 +188,20 @@ pub fn parse_instant(text: &str, zone: chrono_tz::Tz) -> Result<DateTime<Utc>, S
     Err(format!("{text:?}: no such day in {zone}"))
 }
 
+/// A duration as an operator would write it: `3d`, `12h`, `90s`, else humantime's form.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if d.subsec_nanos() != 0 || secs == 0 {
+        return humantime::format_duration(d).to_string();
+    }
+    match (secs % 86_400, secs % 3_600, secs % 60) {
+        (0, _, _) => format!("{}d", secs / 86_400),
+        (_, 0, _) => format!("{}h", secs / 3_600),
+        (_, _, 0) => format!("{}m", secs / 60),
+        _ => format!("{secs}s"),
+    }
+}
+
 /// The default configuration path, used only if the file exists.
 pub fn default_path() -> PathBuf {
     PathBuf::from("almanac.toml")

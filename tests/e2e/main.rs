@@ -6,4 +6,5 @@ mod core;
 mod calendar;
 mod catalogue;
 mod faults;
+mod operate;
 mod scheduler;

@@ -21,7 +21,7 @@ impl fmt::Display for CatchUp {
         match self {
             CatchUp::All => f.write_str("all"),
             CatchUp::Latest => f.write_str("latest"),
-            CatchUp::Window(d) => write!(f, "window={}", humantime::format_duration(*d)),
+            CatchUp::Window(d) => write!(f, "window={}", crate::config::format_duration(*d)),
         }
     }
 }

@@ -226,7 +226,7 @@ fn skip_reason(plugin: &Plugin, slot: &Slot, now: DateTime<Utc>) -> Option<Strin
         }
         CatchUp::Window(window) => {
             let oldest = now - chrono::Duration::from_std(window).unwrap_or(chrono::Duration::MAX);
-            (slot.start < oldest).then(|| format!("catch-up window={}: older than the window", humantime::format_duration(window)))
+            (slot.start < oldest).then(|| format!("catch-up window={}: older than the window", crate::config::format_duration(window)))
         }
     }
 }

@@ -1,0 +1,93 @@
+//! The operator's tools against a real host: status (and its exit code), jobs, retry,
+//! prune and its horizon guard.
+use std::time::Duration;
+
+use crate::support::{almanac_bin, plugin_dir, HostProc, TestDb};
+
+fn almanac(db: &TestDb, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(almanac_bin()).args(args).env("DATABASE_URL", &db.url).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn status_of<'a>(lines: &'a [serde_json::Value], task: &str) -> &'a serde_json::Value {
+    lines.iter().find(|l| l["task"] == task).unwrap_or_else(|| panic!("no status line for {task}: {lines:?}"))
+}
+
+fn parse_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_jobs_retry_and_prune_tell_and_repair() {
+    let db = TestDb::new().await;
+    db.client
+        .batch_execute(
+            "CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL);
+             INSERT INTO fixture_sleeper_control VALUES (600);
+             INSERT INTO almanac.jobs (task, slot, key) VALUES
+                 ('fixture-sleeper', '2026-01-01T00:00:00Z', 's1'),
+                 ('fixture-permanent', '2026-01-01T00:00:00Z', 'p1');",
+        )
+        .await
+        .unwrap();
+    let (code, _, _) = almanac(&db, &["status"]);
+    assert_eq!(code, 0, "nothing failed yet");
+
+    let plugins = plugin_dir(&["fixture_sleeper", "fixture_permanent"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "2", "--shutdown-grace", "1s"]);
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 1, Duration::from_secs(30)).await;
+    let sleeping = format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND query LIKE 'SELECT pg_sleep%'", db.name);
+    db.wait_count(&sleeping, 1, Duration::from_secs(30)).await;
+
+    // status: a failed job makes the exit code 1; the sleeping job is pending and running.
+    let (code, out, _) = almanac(&db, &["status", "--json"]);
+    assert_eq!(code, 1);
+    let lines = parse_lines(&out);
+    let permanent = status_of(&lines, "fixture-permanent");
+    assert_eq!((permanent["failed"].as_i64(), permanent["pending"].as_i64()), (Some(1), Some(0)));
+    assert_eq!(permanent["last_error"], "account p1 is closed");
+    let sleeper = status_of(&lines, "fixture-sleeper");
+    assert_eq!((sleeper["pending"].as_i64(), sleeper["running"].as_i64()), (Some(1), Some(1)));
+    assert!(sleeper["oldest_pending_seconds"].as_f64().unwrap() >= 0.0);
+    assert_eq!(sleeper["cron"], "0 0 1 1 *");
+
+    // jobs: the failed one with its attempts and error.
+    let (code, out, _) = almanac(&db, &["jobs", "--status", "failed", "--json"]);
+    assert_eq!(code, 0);
+    let failed = parse_lines(&out);
+    assert_eq!(failed.len(), 1);
+    assert_eq!((failed[0]["task"].as_str(), failed[0]["key"].as_str(), failed[0]["attempts"].as_i64()), (Some("fixture-permanent"), Some("p1"), Some(1)));
+
+    // retry: back to pending with fresh attempts; it fails again and both attempts are kept.
+    let (code, out, _) = almanac(&db, &["retry", "--task", "fixture-permanent", "--key", "p1"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), "1 failed job(s) of fixture-permanent back to pending; their earlier attempts stay in almanac.attempts");
+    db.wait_count("SELECT count(*) FROM almanac.attempts WHERE key = 'p1'", 2, Duration::from_secs(30)).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'p1' AND status = 'failed' AND retries = 1 AND attempts = 1", 1, Duration::from_secs(30)).await;
+    host.stop().await;
+
+    // prune: inside the 30-day default horizon it refuses and deletes nothing.
+    db.client
+        .batch_execute(
+            "INSERT INTO almanac.jobs (task, slot, key, status, completed_at) VALUES
+                 ('fixture-permanent', '2020-01-01T00:00:00Z', 'old', 'done', '2020-01-02T00:00:00Z'),
+                 ('fixture-permanent', now() - interval '2 days', 'recent', 'done', now() - interval '2 days');",
+        )
+        .await
+        .unwrap();
+    let (code, _, err) = almanac(&db, &["prune", "--older-than", "10d"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("refusing to prune: 10d is inside the backfill horizon of task fixture-permanent (30d)"),
+        "{err}"
+    );
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await, 2);
+    let (code, out, _) = almanac(&db, &["prune", "--older-than", "400d"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.trim(), "pruned 1 done job(s) older than 400d");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'recent'").await, 1);
+}
