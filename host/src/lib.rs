@@ -4,6 +4,7 @@
 //! The data's path through the modules: [`calendar`] (cron + zone -> slots),
 //! [`scheduler`] (cursor -> jobs), [`executor`] (claim -> run -> commit), [`plugin`]
 //! (load, limits, instantiate) and [`capability`] (what a plugin is lent).
+pub mod bench;
 pub mod bindings;
 pub mod calendar;
 pub mod capability;

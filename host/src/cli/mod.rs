@@ -1,4 +1,5 @@
 //! Command-line interface: parse, set up logging, pick the database, dispatch.
+mod bench;
 mod demo;
 mod operate;
 mod schedule;
@@ -24,6 +25,9 @@ struct Cli {
     /// Where the private cluster and the compiled-plugin cache live.
     #[arg(long, default_value = ".almanac", global = true)]
     data_dir: PathBuf,
+    /// Async runtime threads [default: one per CPU].
+    #[arg(long, global = true)]
+    threads: Option<usize>,
     /// Log line format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
@@ -80,6 +84,8 @@ enum Command {
     Resume { task: String },
     /// Generate every slot of TASK in a range (idempotent).
     Backfill(schedule::BackfillArgs),
+    /// Measure Almanac next to the physical limit (floor) on a private cluster.
+    Bench(bench::BenchArgs),
     /// The seed's scenario end to end: 1,000 accounts, a three-day outage, catch-up.
     Demo(demo::DemoArgs),
 }
@@ -159,8 +165,12 @@ impl RunArgs {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format, matches!(cli.command, Command::Demo(_)));
-    let runtime = match tokio::runtime::Runtime::new() {
+    init_logging(cli.log_format, matches!(cli.command, Command::Demo(_) | Command::Bench(_)));
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = cli.threads {
+        builder.worker_threads(n.max(1));
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -261,6 +271,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
             return schedule::backfill(&url, &cli.data_dir, args).await;
         }
+        Command::Bench(args) => return bench::run(&cli.data_dir, args).await,
         Command::Demo(args) => {
             let url = database_url(cli.database_url, &cli.data_dir, "almanac_demo").await?;
             return demo::run(&url, &cli.data_dir, args, shutdown).await;

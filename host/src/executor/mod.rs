@@ -4,11 +4,13 @@
 //!
 //! A crash anywhere before COMMIT rolls back the plugin's writes and the done mark
 //! together, and releases the row locks: the jobs are simply pending again.
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
+use futures_util::future::try_join3;
 use rand::Rng;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -92,13 +94,14 @@ struct Worker {
 impl Worker {
     async fn run(self, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
         let mut idle = Duration::from_millis(10);
+        let mut slots = SlotCache::default();
         while !shutdown.is_cancelled() {
             let conn = match crate::db::connect(&self.pool, &shutdown).await {
                 Ok(conn) => Arc::new(conn),
                 Err(_) => return,
             };
             while !shutdown.is_cancelled() {
-                match run_batch(&conn, &self.registry, &self.tasks, &self.options).await {
+                match run_batch(&conn, &self.registry, &self.tasks, &self.options, &mut slots).await {
                     Ok(outcome) if outcome.claimed > 0 => idle = Duration::from_millis(10),
                     Ok(_) => {
                         wake.borrow_and_update();
@@ -120,6 +123,37 @@ impl Worker {
     }
 }
 
+/// The WIT slot of each (task, slot start), computed once: every job of a slot shares it,
+/// and computing its end and label costs more than the rest of the claim.
+#[derive(Default)]
+pub struct SlotCache {
+    slots: HashMap<(String, DateTime<Utc>), Slot>,
+}
+
+impl SlotCache {
+    const CAPACITY: usize = 1024;
+
+    fn get(&mut self, plugin: &crate::plugin::Plugin, start: DateTime<Utc>) -> Slot {
+        let key = (plugin.spec.name.clone(), start);
+        if let Some(slot) = self.slots.get(&key) {
+            return slot.clone();
+        }
+        if self.slots.len() >= Self::CAPACITY {
+            self.slots.clear();
+        }
+        let schedule = &plugin.spec.schedule;
+        let info = schedule.slot_at(start);
+        let slot = Slot {
+            start: start.timestamp_micros(),
+            end: info.end.timestamp_micros(),
+            label: info.label,
+            zone: schedule.zone().name().to_owned(),
+        };
+        self.slots.insert(key, slot.clone());
+        slot
+    }
+}
+
 /// Drop a connection that may be mid-transaction instead of returning it to the pool.
 fn discard(conn: Arc<Object>) {
     if let Ok(conn) = Arc::try_unwrap(conn) {
@@ -136,76 +170,94 @@ pub enum BatchError {
 }
 
 /// One transaction: claim, run each job under a savepoint, record, commit.
+///
+/// The host's own statements are pipelined (sent together, answered together), so a job
+/// costs one round trip before the plugin runs and one after: BEGIN + claim + the first
+/// SAVEPOINT, then RELEASE (or ROLLBACK TO) + the job's record + the next SAVEPOINT (or
+/// COMMIT). If any of them fails, the error is returned and the connection dropped; the
+/// transaction never commits.
 pub async fn run_batch(
     conn: &Arc<Object>,
     registry: &Registry,
     tasks: &[String],
     options: &Options,
+    slots: &mut SlotCache,
 ) -> Result<BatchOutcome, BatchError> {
     let mut outcome = BatchOutcome::default();
-    conn.batch_execute("BEGIN").await?;
     let claim = conn.prepare_cached(CLAIM).await?;
-    let rows = conn.query(&claim, &[&tasks, &(options.batch as i64)]).await?;
+    let limit = options.batch as i64;
+    let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), conn.query(&claim, &[&tasks, &limit]), conn.batch_execute("SAVEPOINT job")).await?;
     outcome.claimed = rows.len();
-    for row in rows {
+    // Invariant at the top of the loop: a savepoint "job" is open and unused.
+    for (i, row) in rows.iter().enumerate() {
+        let follow = if i + 1 == rows.len() { "COMMIT" } else { "SAVEPOINT job" };
         let task: String = row.get(0);
         let slot: DateTime<Utc> = row.get(1);
         let key: String = row.get(2);
         let attempts: i32 = row.get(3);
         let payload: Option<String> = row.get(4);
-        let Some(plugin) = registry.get(&task) else { continue };
-        let spec = &plugin.spec;
-        let slot_info = spec.schedule.slot_at(slot);
+        let Some(plugin) = registry.get(&task) else {
+            // Not ours after all: leave it pending for a host that has the plugin.
+            if follow == "COMMIT" {
+                conn.batch_execute("COMMIT").await?;
+            }
+            continue;
+        };
         let job = Job {
             task: task.clone(),
-            slot: Slot {
-                start: slot.timestamp_micros(),
-                end: slot_info.end.timestamp_micros(),
-                label: slot_info.label,
-                zone: spec.schedule.zone().name().to_owned(),
-            },
+            slot: slots.get(plugin, slot),
             key: key.clone(),
             attempt: u32::try_from(attempts).unwrap_or(0) + 1,
             payload,
         };
         let span = tracing::info_span!("job", task = %task, slot = %job.slot.label, key = %key, attempt = job.attempt);
-        match run_job(conn, plugin, &job, slot, options).instrument(span).await? {
+        match run_job(conn, plugin, &job, slot, options, follow).instrument(span).await? {
             true => outcome.done += 1,
             false => outcome.failed += 1,
         }
     }
-    conn.batch_execute("COMMIT").await?;
+    if rows.is_empty() {
+        conn.batch_execute("COMMIT").await?;
+    }
     Ok(outcome)
 }
 
-/// Run one claimed job under its savepoint and record the result; true when done.
+/// Run one claimed job in the open savepoint, record the result and send `follow`
+/// (the next SAVEPOINT, or COMMIT) in the same round trip; true when done.
 async fn run_job(
     conn: &Arc<Object>,
     plugin: &crate::plugin::Plugin,
     job: &Job,
     slot: DateTime<Utc>,
     options: &Options,
+    follow: &str,
 ) -> Result<bool, BatchError> {
     let (task, key) = (&job.task, &job.key);
-    conn.batch_execute("SAVEPOINT job").await?;
     let started = std::time::Instant::now();
     match plugin.run(conn, job).await {
         Ok(()) => {
-            conn.batch_execute("RELEASE SAVEPOINT job").await?;
             let done = conn.prepare_cached(MARK_DONE).await?;
-            conn.execute(&done, &[task, &slot, key, &plugin.digest]).await?;
+            try_join3(
+                conn.batch_execute("RELEASE SAVEPOINT job"),
+                conn.execute(&done, &[task, &slot, key, &plugin.digest]),
+                conn.batch_execute(follow),
+            )
+            .await?;
             tracing::debug!(elapsed = ?started.elapsed(), "job done");
             Ok(true)
         }
         Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
         Err(e) => {
-            conn.batch_execute("ROLLBACK TO SAVEPOINT job").await?;
             let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
             let delay = backoff(options, job.attempt);
             let message = e.to_string();
             let failed = conn.prepare_cached(MARK_FAILED).await?;
-            conn.execute(&failed, &[task, &slot, key, &message, &give_up, &delay.as_secs_f64(), &plugin.digest])
-                .await?;
+            try_join3(
+                conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
+                conn.execute(&failed, &[task, &slot, key, &message, &give_up, &delay.as_secs_f64(), &plugin.digest]),
+                conn.batch_execute(follow),
+            )
+            .await?;
             if give_up {
                 tracing::warn!(error = %message, "job failed for good");
             } else {

@@ -37,9 +37,22 @@ enum Output {
     Count(u64),
 }
 
+/// What a call's `transaction` is backed by.
+#[derive(Clone)]
+pub enum Lent {
+    /// Nothing: `describe()` gets no database.
+    Nothing,
+    /// The job's (or planning step's) connection, inside its open transaction.
+    Conn(Arc<Object>),
+    /// Statements are checked and then answered without a database (every `execute`
+    /// affects one row, every `query` returns none): for measuring the host's own cost
+    /// per call in `almanac bench`.
+    Noop,
+}
+
 /// The database side of one plugin call.
 pub struct Session {
-    conn: Option<Arc<Object>>,
+    conn: Lent,
     deadline: Instant,
     /// The first statement error of this call. PostgreSQL aborts the transaction on any
     /// error, so the call has failed whatever the plugin does next.
@@ -51,7 +64,7 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(conn: Option<Arc<Object>>, deadline: Instant) -> Self {
+    pub fn new(conn: Lent, deadline: Instant) -> Self {
         Session { conn, deadline, failure: None, deadline_hit: false, broken: false }
     }
 
@@ -66,12 +79,21 @@ impl Session {
         if let Err(refusal) = policy::check(&sql) {
             return Ok(Err(self.fail(DbError { sqlstate: None, message: refusal.to_string(), retryable: false })));
         }
-        let Some(conn) = self.conn.clone() else {
-            return Ok(Err(self.fail(DbError {
-                sqlstate: None,
-                message: "no transaction is open during describe()".into(),
-                retryable: false,
-            })));
+        let conn = match &self.conn {
+            Lent::Conn(conn) => conn.clone(),
+            Lent::Noop => {
+                return Ok(Ok(match op {
+                    Op::Query => Output::Rows(Vec::new()),
+                    Op::Execute => Output::Count(1),
+                }))
+            }
+            Lent::Nothing => {
+                return Ok(Err(self.fail(DbError {
+                    sqlstate: None,
+                    message: "no transaction is open during describe()".into(),
+                    retryable: false,
+                })))
+            }
         };
         let params: Vec<value::Param> = params.iter().map(value::Param).collect();
         let refs: Vec<&(dyn postgres_types::ToSql + Sync)> =

@@ -1,0 +1,1 @@
+UPDATE accounts SET points = points + $2 WHERE id = $1

@@ -1,0 +1,119 @@
+//! `almanac bench`: run the benchmark and print its table (or JSON) and its targets.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use almanac::bench::{self, Report};
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    /// The daily_points.wasm component.
+    #[arg(long)]
+    plugin: PathBuf,
+    #[arg(long, default_value_t = 20_000)]
+    accounts: i64,
+    #[arg(long, default_value_t = 8)]
+    workers: usize,
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
+    batches: Vec<usize>,
+    /// Keys generated for one slot, and the depth of the claim test.
+    #[arg(long, default_value_t = 1_000_000)]
+    generate: i64,
+    #[arg(long, default_value_t = 2_000)]
+    claim_samples: usize,
+    #[arg(long, default_value_t = 5_000)]
+    overhead_calls: usize,
+    /// A small, quick run that only checks the benchmark works (what CI runs).
+    #[arg(long)]
+    smoke: bool,
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let mut options = bench::Options {
+        plugin: args.plugin,
+        data_dir: data_dir.join("bench"),
+        accounts: args.accounts,
+        workers: args.workers,
+        batches: args.batches,
+        generate: args.generate,
+        claim_samples: args.claim_samples,
+        overhead_calls: args.overhead_calls,
+    };
+    if args.smoke {
+        options = bench::Options { accounts: 400, generate: 5_000, claim_samples: 50, overhead_calls: 100, batches: vec![1, 8], workers: 2, ..options };
+    }
+    let report = bench::run(options).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let settings: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    out.push_str(&format!("private PostgreSQL: {}\n", settings.join(" ")));
+    out.push_str(&format!("workload: {} accounts, one daily-points job each, --workers {}\n\n", r.accounts, r.workers));
+    out.push_str(&format!(
+        "{:<7} {:>12} {:>14} {:>8} {:>10} {:>10} {:>9} {:>16}\n",
+        "BATCH", "FLOOR job/s", "ALMANAC job/s", "RATIO", "HOST CPU", "PG CPU", "HOST/PG", "FLOOR CLIENT CPU"
+    ));
+    for (f, a) in r.floor.iter().zip(&r.almanac) {
+        let (host, pg) = (a.host_cpu_seconds.unwrap_or(0.0), a.postgres_cpu_seconds.unwrap_or(0.0));
+        out.push_str(&format!(
+            "{:<7} {:>12.0} {:>14.0} {:>8.2} {:>9.2}s {:>9.2}s {:>8.0}% {:>15.2}s\n",
+            f.batch,
+            f.jobs_per_second,
+            a.jobs_per_second,
+            a.jobs_per_second / f.jobs_per_second,
+            host,
+            pg,
+            100.0 * host / pg.max(1e-9),
+            f.host_cpu_seconds.unwrap_or(0.0)
+        ));
+    }
+    out.push_str(&format!("\nplugin overhead (instantiate + run + 2 host calls, no-op tx): {:.1} µs/job\n", r.plugin_overhead_us));
+    out.push_str(&format!(
+        "generation: {} jobs for one slot in {:.2} s, peak host RSS {:.0} MB\n",
+        r.generation_keys, r.generation_seconds, r.generation_peak_rss_mb
+    ));
+    out.push_str(&format!(
+        "claim at depth ({} pending + {} done): p50 {:.3} ms, p99 {:.3} ms; plan:\n",
+        r.claim_depth, r.claim_depth, r.claim_p50_ms, r.claim_p99_ms
+    ));
+    for line in r.claim_plan.lines() {
+        out.push_str(&format!("    {line}\n"));
+    }
+    out.push_str("\ntargets:\n");
+    let ratio = |b: usize| {
+        let f = r.floor.iter().find(|x| x.batch == b)?;
+        let a = r.almanac.iter().find(|x| x.batch == b)?;
+        Some(a.jobs_per_second / f.jobs_per_second)
+    };
+    let speed = |b: usize| r.almanac.iter().find(|x| x.batch == b).map(|x| x.jobs_per_second);
+    let mut target = |name: String, ok: Option<bool>| {
+        let verdict = match ok {
+            Some(true) => "met",
+            Some(false) => "MISSED",
+            None => "not measured",
+        };
+        out.push_str(&format!("  {verdict:<12} {name}\n"));
+    };
+    target(format!("almanac batch 1 >= 0.85 x floor batch 1 ({:.2})", ratio(1).unwrap_or(f64::NAN)), ratio(1).map(|x| x >= 0.85));
+    target(format!("almanac batch 32 >= 0.85 x floor batch 32 ({:.2})", ratio(32).unwrap_or(f64::NAN)), ratio(32).map(|x| x >= 0.85));
+    let gain = speed(32).zip(speed(1)).map(|(a, b)| a / b);
+    target(format!("almanac batch 32 >= 4 x almanac batch 1 ({:.2}x)", gain.unwrap_or(f64::NAN)), gain.map(|g| g >= 4.0));
+    target(format!("plugin overhead <= 30 µs ({:.1})", r.plugin_overhead_us), Some(r.plugin_overhead_us <= 30.0));
+    let cpu = r.almanac.iter().map(|a| a.host_cpu_seconds.unwrap_or(0.0) / a.postgres_cpu_seconds.unwrap_or(1e-9).max(1e-9)).fold(0.0, f64::max);
+    target(format!("host CPU <= 25% of PostgreSQL's (worst batch: {:.0}%)", cpu * 100.0), Some(cpu <= 0.25));
+    let million = r.generation_keys >= 1_000_000;
+    target(
+        format!("1,000,000 jobs generated in <= 10 s ({:.2} s) with peak RSS <= 200 MB ({:.0} MB)", r.generation_seconds, r.generation_peak_rss_mb),
+        million.then_some(r.generation_seconds <= 10.0 && r.generation_peak_rss_mb <= 200.0),
+    );
+    target(format!("claim p99 <= 2 ms at depth ({:.3} ms)", r.claim_p99_ms), million.then_some(r.claim_p99_ms <= 2.0));
+    out
+}
