@@ -3,6 +3,7 @@
 mod support;
 
 mod core;
+mod bench;
 mod calendar;
 mod catalogue;
 mod faults;

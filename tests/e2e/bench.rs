@@ -1,0 +1,32 @@
+//! The benchmark's smoke run: CI checks that `almanac bench` still works end to end
+//! (its own cluster, every measurement, every result verified), not its figures.
+use crate::support::{almanac_bin, built_plugins};
+
+#[test]
+fn the_benchmark_smoke_run_measures_and_verifies_everything() {
+    let dir = tempfile::Builder::new().prefix("almanac-bench-").tempdir().unwrap();
+    let out = std::process::Command::new(almanac_bin())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["bench", "--smoke", "--json", "--plugin"])
+        .arg(built_plugins().join("daily_points.wasm"))
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    // Stop the benchmark's private cluster whatever happened.
+    let cluster = almanac::cluster::Cluster::new(&dir.path().join("bench/pg")).unwrap();
+    let _ = cluster.stop("immediate");
+    let _ = std::fs::remove_dir_all(&cluster.socket_dir);
+    assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for run in ["floor", "almanac"] {
+        let runs = report[run].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{run}: batches 1 and 8");
+        assert!(runs.iter().all(|r| r["jobs_per_second"].as_f64().unwrap() > 0.0 && r["jobs"] == 400));
+    }
+    assert!(report["almanac"][0]["postgres_cpu_seconds"].as_f64().unwrap() > 0.0);
+    assert!(report["plugin_overhead_us"].as_f64().unwrap() > 0.0);
+    assert_eq!(report["generation_keys"], 5000);
+    assert!(report["claim_plan"].as_str().unwrap().contains("Index Scan using jobs_pending"));
+    assert!(report["claim_p99_ms"].as_f64().unwrap() > 0.0);
+}
