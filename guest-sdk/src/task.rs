@@ -8,7 +8,13 @@ pub trait Task {
     fn describe() -> TaskInfo;
 
     /// Up to `limit` keys of `slot` after `after`, ascending; an empty page ends the slot.
-    fn plan(slot: &Slot, tx: &crate::Tx, after: Option<&str>, limit: u32) -> Result<Vec<String>, Error>;
+    ///
+    /// The default plans no keys: a task whose jobs are only ever enqueued by identity
+    /// (`almanac enqueue`, SQL) rather than generated from its calendar.
+    fn plan(slot: &Slot, tx: &crate::Tx, after: Option<&str>, limit: u32) -> Result<Vec<String>, Error> {
+        let _ = (slot, tx, after, limit);
+        Ok(Vec::new())
+    }
 
     /// Do one job inside `tx`; `Ok` marks it done in the same transaction.
     fn run(job: &Job, tx: &crate::Tx) -> Result<(), Error>;
