@@ -4,7 +4,8 @@
 //! exports it with [`export_task!`]; the host does everything else: the calendar, the
 //! claiming, the transaction, retries and recovery. Everything a plugin does to the
 //! database goes through the [`Tx`] it is lent, so its writes commit exactly when its
-//! job is marked done.
+//! job is marked done. A plugin never calls out: it publishes outbox messages in the
+//! same transaction ([`Tx::publish`]) and the host delivers them, at least once.
 //!
 //! ```no_run
 //! use almanac_guest::{export_task, Error, Job, Slot, Task, TaskInfo, Tx};
@@ -48,10 +49,12 @@
 //! ```
 #![deny(missing_docs)]
 
+mod outbox;
 mod task;
 mod tx;
 mod value;
 
+pub use outbox::PublishOutcome;
 pub use task::{CatchUp, Error, Job, Slot, Task, TaskInfo};
 pub use tx::{Row, Rows, Tx};
 pub use value::{FromValue, Timestamp, ToValue, Value};

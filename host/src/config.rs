@@ -9,6 +9,10 @@
 //! paused = false              # default: leave as it is in the database
 //! horizon = "90d"             # how far back backfills may reach; default: 30 days, or
 //!                             # the catch-up window if that is longer
+//!
+//! [outbox.topics.points-awarded]  # where published messages go: see crate::outbox::config
+//! sink = "webhook"
+//! url = "http://127.0.0.1:8080/hook"
 //! ```
 //!
 //! Unknown keys, unknown tasks, invalid cron lines and unknown zones are errors that
@@ -39,6 +43,8 @@ pub enum ConfigError {
 struct File {
     #[serde(default)]
     tasks: BTreeMap<Spanned<String>, TaskOverride>,
+    #[serde(default)]
+    outbox: crate::outbox::config::Section,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +133,11 @@ impl Config {
             settings.insert(name.get_ref().clone(), TaskSettings { start_at, paused: o.paused, horizon });
         }
         Ok(settings)
+    }
+
+    /// The outbox's topics and their sinks (`[outbox.topics.<topic>]`), checked.
+    pub fn outbox(&self) -> Result<crate::outbox::Topics, ConfigError> {
+        crate::outbox::config::topics(&self.parsed.outbox).or_else(|(span, message)| self.invalid(span, message))
     }
 
     fn override_spec(&self, spec: &TaskSpec, o: &TaskOverride) -> Result<TaskSpec, ConfigError> {

@@ -1,5 +1,5 @@
 //! One running host: connect, migrate, load plugins, then serve the scheduler, the
-//! executor's workers and the wake-up listener until shutdown.
+//! executor's workers, the outbox dispatcher and the wake-up listener until shutdown.
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::SessionSettings;
 use crate::plugin::{Limits, Plugin, Registry, Runtime};
-use crate::{executor, migrate, scheduler};
+use crate::{executor, migrate, outbox, scheduler};
 
 /// Key of the advisory lock plugin setup SQL runs under.
 const SETUP_LOCK: i64 = 0x616c_6d61_6e61_64;
@@ -39,6 +39,7 @@ pub struct Host {
     pub registry: Arc<Registry>,
     config: tokio_postgres::Config,
     options: Options,
+    dispatcher: outbox::Dispatcher,
 }
 
 impl Host {
@@ -60,10 +61,14 @@ impl Host {
         }
         // A configuration mistake stops the start: running with a setting silently
         // ignored is worse than not running.
-        let settings = match &options.config {
-            Some(path) => crate::config::Config::load(path)?.apply(&mut registry)?,
+        let (settings, topics) = match &options.config {
+            Some(path) => {
+                let file = crate::config::Config::load(path)?;
+                (file.apply(&mut registry)?, file.outbox()?)
+            }
             None => Default::default(),
         };
+        let dispatcher = outbox::Dispatcher::new(&topics, outbox::Options::default())?;
         let mut rejected = Vec::new();
         for plugin in registry.iter() {
             if let Err(e) = setup(&mut conn, plugin).await {
@@ -87,7 +92,33 @@ impl Host {
             tracing::warn!(dir = %options.plugins_dir.display(), "no plugins loaded");
         }
         scheduler::register(&conn, &registry, &settings).await?;
-        Ok(Host { pool, registry: Arc::new(registry), config, options })
+        Ok(Host { pool, registry: Arc::new(registry), config, options, dispatcher })
+    }
+
+    /// Dispatcher settings other than the defaults (`almanac run --outbox-*`).
+    pub fn outbox_options(mut self, options: outbox::Options) -> Host {
+        self.dispatcher.options = options;
+        self
+    }
+
+    /// [`Host::start`], started over while the failure is the database going away
+    /// (a restart or crash mid start-up); a mistake (bad config, unreadable folder) is
+    /// returned at once.
+    pub async fn start_retrying(url: &str, options: Options, shutdown: &CancellationToken) -> anyhow::Result<Host> {
+        let mut delay = Duration::from_millis(200);
+        loop {
+            match Host::start(url, options.clone(), shutdown).await {
+                Err(e) if is_transient(&e) && !shutdown.is_cancelled() => {
+                    tracing::warn!(retry_in = ?delay, "database unavailable during start-up: {e:#}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = shutdown.cancelled() => return Err(e),
+                    }
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Serve until `shutdown`, then let in-flight batches finish within the grace period.
@@ -97,6 +128,7 @@ impl Host {
         tasks.spawn(executor::wake::listen(self.config.clone(), wake_tx, shutdown.clone()));
         tasks.spawn(scheduler::run(self.pool.clone(), self.registry.clone(), self.options.scheduler.clone(), shutdown.clone()));
         tasks.spawn(executor::run(self.pool.clone(), self.registry.clone(), self.options.executor.clone(), wake_rx, shutdown.clone()));
+        tasks.spawn(self.dispatcher.run(self.pool.clone(), self.config.clone(), shutdown.clone()));
         shutdown.cancelled().await;
         tracing::info!(grace = ?self.options.shutdown_grace, "shutting down: finishing in-flight work");
         let drained = tokio::time::timeout(self.options.shutdown_grace, async { while tasks.join_next().await.is_some() {} }).await;
@@ -119,4 +151,18 @@ async fn setup(conn: &mut deadpool_postgres::Object, plugin: &Plugin) -> anyhow:
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// Whether an error is the database connection failing rather than a statement's or a
+/// configuration's fault.
+fn is_transient(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        if let Some(pg) = cause.downcast_ref::<tokio_postgres::Error>() {
+            let code = pg.code().map(|c| c.code().to_owned());
+            return pg.is_closed()
+                || pg.as_db_error().is_none()
+                || code.is_some_and(|c| c.starts_with("08") || c.starts_with("57P"));
+        }
+        cause.is::<deadpool_postgres::PoolError>()
+    })
 }

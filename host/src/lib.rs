@@ -3,7 +3,8 @@
 //!
 //! The data's path through the modules: [`calendar`] (cron + zone -> slots),
 //! [`scheduler`] (cursor -> jobs), [`executor`] (claim -> run -> commit), [`plugin`]
-//! (load, limits, instantiate) and [`capability`] (what a plugin is lent).
+//! (load, limits, instantiate) and [`capability`] (what a plugin is lent); [`outbox`]
+//! delivers the messages jobs published.
 pub mod bench;
 pub mod bindings;
 pub mod calendar;
@@ -15,6 +16,7 @@ pub mod executor;
 pub mod host;
 pub mod migrate;
 pub mod operate;
+pub mod outbox;
 pub mod plugin;
 pub mod scheduler;
 pub mod status;

@@ -82,8 +82,11 @@ pub enum CallError {
     Db { sqlstate: Option<String>, message: String, retryable: bool },
     #[error("{0}")]
     Trap(String),
-    #[error("plugin exceeded its deadline of {0:?}")]
-    Deadline(Duration),
+    /// `cancelled`: a statement was still running at the deadline and the host sent the
+    /// server a cancel request; the connection should not be reused, as a late cancel
+    /// could land on a later statement.
+    #[error("plugin exceeded its deadline of {timeout:?}")]
+    Deadline { timeout: Duration, cancelled: bool },
     #[error("plugin exceeded its memory limit of {} MiB", .0 >> 20)]
     Memory(usize),
     #[error("plugin could not be instantiated: {0}")]
@@ -415,7 +418,7 @@ fn finish<T>(
     match outcome {
         Err(trap) => {
             if state.db.deadline_hit || matches!(trap.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {
-                Err(CallError::Deadline(timeout))
+                Err(CallError::Deadline { timeout, cancelled: state.db.deadline_hit })
             } else if trap.downcast_ref::<MemoryExceeded>().is_some() {
                 Err(CallError::Memory(memory))
             } else {

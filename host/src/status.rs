@@ -1,4 +1,4 @@
-//! `almanac status`: per task, the cursor and the job counts.
+//! `almanac status`: per task, the cursor, the job counts and the outbox counts.
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -22,11 +22,18 @@ pub struct TaskStatus {
     pub failed: i64,
     pub oldest_pending_seconds: Option<f64>,
     pub last_error: Option<String>,
+    /// Outbox messages the task's jobs published that wait for delivery.
+    pub outbox_pending: i64,
+    /// Outbox messages the task's jobs published that will not be delivered without
+    /// `almanac outbox retry`.
+    pub outbox_dead: i64,
+    pub outbox_delivered: i64,
 }
 
 pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, tokio_postgres::Error> {
     let rows = client.query(STATUS, &[]).await?;
     let running = crate::operate::running(client).await?;
+    let outbox = crate::outbox::operate::counts(client).await?;
     Ok(rows
         .iter()
         .map(|r| {
@@ -38,6 +45,7 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 _ => None,
             };
             let task: String = r.get(0);
+            let messages = outbox.get(&Some(task.clone())).copied().unwrap_or_default();
             TaskStatus {
                 running: running.get(&task).copied().unwrap_or(0),
                 task,
@@ -52,6 +60,9 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 failed: r.get(8),
                 oldest_pending_seconds: r.get(9),
                 last_error: r.get(10),
+                outbox_pending: messages.pending,
+                outbox_dead: messages.dead,
+                outbox_delivered: messages.delivered,
             }
         })
         .collect())
@@ -75,6 +86,11 @@ pub fn render(statuses: &[TaskStatus]) -> String {
             "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
             task, at(s.cursor), at(s.next_slot), s.pending, s.running, s.done, s.failed, oldest, error
         ));
+    }
+    let sum = |f: fn(&TaskStatus) -> i64| statuses.iter().map(f).sum::<i64>();
+    let (pending, dead, delivered) = (sum(|s| s.outbox_pending), sum(|s| s.outbox_dead), sum(|s| s.outbox_delivered));
+    if pending + dead + delivered > 0 {
+        out.push_str(&format!("outbox: {pending} pending, {dead} dead, {delivered} delivered\n"));
     }
     out
 }

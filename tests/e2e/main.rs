@@ -8,4 +8,6 @@ mod calendar;
 mod catalogue;
 mod faults;
 mod operate;
+mod outbox;
 mod scheduler;
+mod reliability;

@@ -2,6 +2,7 @@
 mod bench;
 mod demo;
 mod operate;
+mod outbox;
 mod schedule;
 
 use std::path::PathBuf;
@@ -47,7 +48,8 @@ enum Command {
     Migrate,
     /// Load the plugins in a folder and run their schedules and jobs until SIGTERM.
     Run(RunArgs),
-    /// Per task: cursor, next slot, job counts, last error. Exits 1 if any job failed.
+    /// Per task: cursor, next slot, job and outbox counts, last error. Exits 1 if any job
+    /// failed or any outbox message is dead.
     Status {
         /// One JSON object per task, one per line.
         #[arg(long)]
@@ -71,6 +73,8 @@ enum Command {
         #[arg(long)]
         key: String,
     },
+    /// List outbox messages, newest first; `outbox retry` sends dead ones back.
+    Outbox(outbox::OutboxArgs),
     /// Preview a schedule's slots in local and UTC time.
     Slots(schedule::SlotsArgs),
     /// Every schedule: cursor, next slot, catch-up policy, paused.
@@ -136,9 +140,34 @@ struct RunArgs {
     /// Longest a host transaction may sit idle before the server ends it.
     #[arg(long, default_value = "5min", value_parser = humantime::parse_duration)]
     idle_in_transaction_timeout: Duration,
+    /// Outbox: idle polling interval (notifications wake the dispatcher sooner).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    outbox_poll_interval: Duration,
+    /// Outbox: first retry delay of a failed delivery (doubles per attempt, with jitter).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    outbox_retry_base: Duration,
+    /// Outbox: longest retry delay.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    outbox_retry_max: Duration,
+    /// Outbox: concurrent dispatch workers (each borrows a connection per round).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    outbox_workers: u16,
+    /// Outbox: messages a worker claims per transaction and delivers concurrently.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    outbox_batch: u16,
 }
 
 impl RunArgs {
+    fn outbox_options(&self) -> almanac::outbox::Options {
+        almanac::outbox::Options {
+            poll_interval: self.outbox_poll_interval,
+            retry_base: self.outbox_retry_base,
+            retry_max: self.outbox_retry_max,
+            workers: usize::from(self.outbox_workers),
+            batch: usize::from(self.outbox_batch),
+        }
+    }
+
     fn host_options(&self, data_dir: &std::path::Path) -> host::Options {
         host::Options {
             plugins_dir: self.plugins.clone(),
@@ -215,8 +244,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(args) => {
             let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
-            let host = host::Host::start(&url, args.host_options(&cli.data_dir), &shutdown).await?;
-            host.serve(shutdown).await?;
+            let host = host::Host::start_retrying(&url, args.host_options(&cli.data_dir), &shutdown).await?;
+            host.outbox_options(args.outbox_options()).serve(shutdown).await?;
         }
         Command::Status { json } => {
             let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
@@ -229,7 +258,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 print!("{}", status::render(&statuses));
             }
-            if statuses.iter().any(|s| s.failed > 0) {
+            if statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0) {
                 return Ok(ExitCode::from(1));
             }
         }
@@ -251,6 +280,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Prune { older_than } => {
             let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
             return operate::prune(&url, older_than).await;
+        }
+        Command::Outbox(args) => {
+            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            return outbox::run(&url, args).await;
         }
         Command::Slots(args) => {
             return schedule::slots(cli.database_url, &cli.data_dir, args).await;

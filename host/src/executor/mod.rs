@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
-use futures_util::future::try_join3;
+use futures_util::future::{try_join, try_join3};
 use rand::Rng;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -58,6 +58,8 @@ pub struct BatchOutcome {
     pub claimed: usize,
     pub done: usize,
     pub failed: usize,
+    /// A cancel request was sent on this connection; replace it after the batch.
+    pub retire_connection: bool,
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
@@ -102,6 +104,11 @@ impl Worker {
             };
             while !shutdown.is_cancelled() {
                 match run_batch(&conn, &self.registry, &self.tasks, &self.options, &mut slots).await {
+                    Ok(outcome) if outcome.retire_connection => {
+                        tracing::debug!(worker = self.id, "replacing a connection that carried a cancel request");
+                        discard(conn);
+                        break;
+                    }
                     Ok(outcome) if outcome.claimed > 0 => idle = Duration::from_millis(10),
                     Ok(_) => {
                         wake.borrow_and_update();
@@ -212,8 +219,11 @@ pub async fn run_batch(
         };
         let span = tracing::info_span!("job", task = %task, slot = %job.slot.label, key = %key, attempt = job.attempt);
         match run_job(conn, plugin, &job, slot, options, follow).instrument(span).await? {
-            true => outcome.done += 1,
-            false => outcome.failed += 1,
+            JobResult::Done => outcome.done += 1,
+            JobResult::Failed { cancelled } => {
+                outcome.failed += 1;
+                outcome.retire_connection |= cancelled;
+            }
         }
     }
     if rows.is_empty() {
@@ -222,8 +232,13 @@ pub async fn run_batch(
     Ok(outcome)
 }
 
+enum JobResult {
+    Done,
+    Failed { cancelled: bool },
+}
+
 /// Run one claimed job in the open savepoint, record the result and send `follow`
-/// (the next SAVEPOINT, or COMMIT) in the same round trip; true when done.
+/// (the next SAVEPOINT, or COMMIT) in the same round trip.
 async fn run_job(
     conn: &Arc<Object>,
     plugin: &crate::plugin::Plugin,
@@ -231,7 +246,7 @@ async fn run_job(
     slot: DateTime<Utc>,
     options: &Options,
     follow: &str,
-) -> Result<bool, BatchError> {
+) -> Result<JobResult, BatchError> {
     let (task, key) = (&job.task, &job.key);
     let started = std::time::Instant::now();
     match plugin.run(conn, job).await {
@@ -244,16 +259,19 @@ async fn run_job(
             )
             .await?;
             tracing::debug!(elapsed = ?started.elapsed(), "job done");
-            Ok(true)
+            Ok(JobResult::Done)
         }
         Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
         Err(e) => {
+            let cancelled = matches!(e, CallError::Deadline { cancelled: true, .. });
             let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
             let delay = backoff(options, job.attempt);
             let message = e.to_string();
-            let failed = conn.prepare_cached(MARK_FAILED).await?;
-            try_join3(
-                conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
+            // The failed statement may have aborted the transaction, and an aborted
+            // transaction refuses even a Parse: roll back to the savepoint before the
+            // record's statement is prepared (on this connection's first failure).
+            let (_, failed) = try_join(conn.batch_execute("ROLLBACK TO SAVEPOINT job"), conn.prepare_cached(MARK_FAILED)).await?;
+            try_join(
                 conn.execute(&failed, &[task, &slot, key, &message, &give_up, &delay.as_secs_f64(), &plugin.digest]),
                 conn.batch_execute(follow),
             )
@@ -263,7 +281,7 @@ async fn run_job(
             } else {
                 tracing::info!(error = %message, retry_in = ?delay, "job attempt failed");
             }
-            Ok(false)
+            Ok(JobResult::Failed { cancelled })
         }
     }
 }

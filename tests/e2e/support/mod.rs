@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 use almanac::cluster::{Cluster, Settings};
 use tokio_postgres::{Client, NoTls};
 
+pub mod private;
+
 pub const TEMPLATE: &str = "almanac_template";
 
 pub fn workspace() -> PathBuf {
@@ -203,6 +205,12 @@ impl HostProc {
 
     /// As [`HostProc::spawn`], with extra environment variables.
     pub fn spawn_with_env(db: &TestDb, plugins: &Path, extra: &[&str], env: &[(&str, &str)]) -> HostProc {
+        HostProc::spawn_url(&db.url, plugins, extra, env)
+    }
+
+    /// As [`HostProc::spawn_with_env`], on any database URL: a private cluster that may
+    /// be down, or a proxy in front of one.
+    pub fn spawn_url(url: &str, plugins: &Path, extra: &[&str], env: &[(&str, &str)]) -> HostProc {
         let log_dir = tempfile::Builder::new().prefix("almanac-log-").tempdir().expect("log dir");
         let log = log_dir.path().join("host.log");
         let file = std::fs::File::create(&log).expect("log file");
@@ -214,7 +222,7 @@ impl HostProc {
             .arg(shared().cache.path())
             .args(["--tick", "100ms", "--poll-interval", "100ms", "--retry-base", "20ms", "--shutdown-grace", "10s"])
             .args(extra)
-            .env("DATABASE_URL", &db.url)
+            .env("DATABASE_URL", url)
             .env("RUST_LOG", "info")
             .envs(env.iter().copied())
             .stdout(Stdio::null())

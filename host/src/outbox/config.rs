@@ -1,0 +1,149 @@
+//! The `[outbox.topics.<topic>]` tables of `almanac.toml`: which sink delivers a topic.
+//!
+//! ```toml
+//! [outbox.topics.points-awarded]
+//! sink = "webhook"                          # webhook | log
+//! url = "http://127.0.0.1:8080/hook"        # webhook only; plain http (no TLS in this build)
+//! timeout = "5s"                            # webhook only: per request; default 10s
+//! max_attempts = 10                         # attempts before a message is dead; default 10
+//!
+//! [outbox.topics.audit]
+//! sink = "log"                              # logs the message and counts it delivered
+//! ```
+//!
+//! Parsing is [`crate::config`]'s (unknown keys are errors there); this module checks
+//! the values and reports each mistake with the span it is at, so the error names the
+//! file and line.
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Per-request timeout of a webhook when the topic does not set one.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Attempts before a message is dead when the topic does not say.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+
+/// `[outbox]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Section {
+    #[serde(default)]
+    topics: BTreeMap<Spanned<String>, TopicFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TopicFile {
+    sink: Spanned<String>,
+    url: Option<Spanned<String>>,
+    timeout: Option<Spanned<String>>,
+    max_attempts: Option<Spanned<u32>>,
+}
+
+/// Where a topic's messages go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkSpec {
+    /// HTTP POST to `url`, each request bounded by `timeout`.
+    Webhook { url: String, timeout: Duration },
+    /// The host's log.
+    Log,
+}
+
+/// One configured topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicSpec {
+    pub sink: SinkSpec,
+    /// Attempts before a message is marked dead (at least 1).
+    pub max_attempts: u32,
+}
+
+/// The configured topics, by name. A topic not in here has no sink: its messages stay
+/// pending (and the dispatcher says so once).
+pub type Topics = BTreeMap<String, TopicSpec>;
+
+/// Check the section; an error is the span it is at and what is wrong.
+pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
+    let mut topics = Topics::new();
+    for (name, t) in &section.topics {
+        let topic = name.get_ref();
+        if !crate::capability::outbox::valid_topic(topic) {
+            return Err((name.span(), format!("outbox topic {topic:?}: a topic is 1 to {} bytes of lowercase letters, digits, '-', '_' and '.'", crate::capability::outbox::MAX_TOPIC)));
+        }
+        let max_attempts = match &t.max_attempts {
+            Some(n) if *n.get_ref() == 0 => return Err((n.span(), format!("outbox topic {topic:?}: max_attempts must be at least 1"))),
+            Some(n) => *n.get_ref(),
+            None => DEFAULT_MAX_ATTEMPTS,
+        };
+        let sink = match t.sink.get_ref().as_str() {
+            "webhook" => {
+                let Some(url) = &t.url else {
+                    return Err((t.sink.span(), format!("outbox topic {topic:?}: sink = \"webhook\" needs a url")));
+                };
+                check_url(url.get_ref()).map_err(|e| (url.span(), format!("outbox topic {topic:?}: url {:?}: {e}", url.get_ref())))?;
+                let timeout = match &t.timeout {
+                    Some(d) => match humantime::parse_duration(d.get_ref()) {
+                        Ok(d) if !d.is_zero() => d,
+                        Ok(_) => return Err((d.span(), format!("outbox topic {topic:?}: timeout must be more than zero"))),
+                        Err(e) => return Err((d.span(), format!("outbox topic {topic:?}: timeout {:?}: {e}", d.get_ref()))),
+                    },
+                    None => DEFAULT_TIMEOUT,
+                };
+                SinkSpec::Webhook { url: url.get_ref().clone(), timeout }
+            }
+            "log" => {
+                if let Some(extra) = t.url.as_ref().map(Spanned::span).or(t.timeout.as_ref().map(Spanned::span)) {
+                    return Err((extra, format!("outbox topic {topic:?}: url and timeout are settings of sink = \"webhook\", not of sink = \"log\"")));
+                }
+                SinkSpec::Log
+            }
+            other => return Err((t.sink.span(), format!("outbox topic {topic:?}: unknown sink {other:?} (expected webhook or log)"))),
+        };
+        topics.insert(topic.clone(), TopicSpec { sink, max_attempts });
+    }
+    Ok(topics)
+}
+
+/// An absolute `http://` URL. https needs TLS, which this build leaves out to stay small.
+fn check_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
+    match parsed.scheme() {
+        "http" if parsed.host_str().is_some() => Ok(()),
+        "http" => Err("no host".into()),
+        "https" => Err("https is not supported: this build has no TLS (put a TLS-terminating proxy in front, or use http)".into()),
+        other => Err(format!("unsupported scheme {other:?}; expected http")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Through `almanac.toml`'s own parser, so errors carry the file and line.
+    fn parse(text: &str) -> Result<Topics, String> {
+        let file = crate::config::Config::parse("almanac.toml", text.to_owned()).map_err(|e| e.to_string())?;
+        file.outbox().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn topics_are_checked_with_their_line() {
+        let ok = parse("[outbox.topics.points-awarded]\nsink = \"webhook\"\nurl = \"http://127.0.0.1:8080/hook\"\ntimeout = \"5s\"\n\n[outbox.topics.audit]\nsink = \"log\"\nmax_attempts = 3\n").unwrap();
+        assert_eq!(ok["points-awarded"], TopicSpec { sink: SinkSpec::Webhook { url: "http://127.0.0.1:8080/hook".into(), timeout: Duration::from_secs(5) }, max_attempts: 10 });
+        assert_eq!(ok["audit"], TopicSpec { sink: SinkSpec::Log, max_attempts: 3 });
+
+        let e = parse("[outbox.topics.t]\nsink = \"kafka\"\n").unwrap_err();
+        assert_eq!(e, "almanac.toml:2: outbox topic \"t\": unknown sink \"kafka\" (expected webhook or log)");
+        let e = parse("[tasks]\n\n[outbox.topics.t]\nsink = \"webhook\"\nurl = \"https://example.invalid/\"\n").unwrap_err();
+        assert!(e.starts_with("almanac.toml:5: ") && e.contains("no TLS"), "{e}");
+        let e = parse("[outbox.topics.t]\nsink = \"webhook\"\n").unwrap_err();
+        assert!(e.contains("needs a url"), "{e}");
+        let e = parse("[outbox.topics.t]\nsink = \"log\"\nmax_attempts = 0\n").unwrap_err();
+        assert!(e.starts_with("almanac.toml:3: ") && e.contains("at least 1"), "{e}");
+        let e = parse("[outbox.topics.T]\nsink = \"log\"\n").unwrap_err();
+        assert!(e.starts_with("almanac.toml:1: "), "{e}");
+        let e = parse("[outbox.topics.t]\nsink = \"log\"\ncolour = 1\n").unwrap_err();
+        assert!(e.contains("unknown field `colour`"), "{e}");
+    }
+}

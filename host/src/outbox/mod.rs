@@ -1,0 +1,345 @@
+//! The outbox dispatcher: claim -> deliver -> record -> commit.
+//!
+//! Plugins publish messages into `almanac.outbox` inside their jobs' transactions
+//! ([`crate::capability::outbox`]); a message exists only if its job committed. The
+//! dispatcher claims due pending messages of the topics that have a sink
+//! (`FOR UPDATE SKIP LOCKED`), delivers them, and marks each delivered or records the
+//! failed attempt (attempts, last error, next try with backoff and jitter; `dead` after
+//! the topic's maximum or at once for a permanent refusal), then commits.
+//!
+//! The row lock is held during delivery, so hosts dispatching side by side never
+//! deliver one message at the same time. Delivery is at least once: a host that dies
+//! after the receiver took a message but before its COMMIT leaves the message pending,
+//! and it is delivered again with the same `Idempotency-Key`. Receivers must dedupe.
+pub mod config;
+pub mod operate;
+pub mod sink;
+pub mod wake;
+pub mod webhook;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::{Object, Pool};
+use rand::Rng;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use config::{SinkSpec, TopicSpec, Topics};
+use sink::{Sink, SinkError};
+
+const CLAIM: &str = include_str!("claim.sql");
+const MARK_DELIVERED: &str = include_str!("mark_delivered.sql");
+const MARK_FAILED: &str = include_str!("mark_failed.sql");
+const UNROUTED: &str = include_str!("unrouted.sql");
+
+/// How many idle polls pass between looks for pending messages no sink will take.
+const UNROUTED_EVERY_POLLS: u32 = 20;
+
+/// One claimed message, as a sink gets it.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub id: i64,
+    pub topic: String,
+    pub key: String,
+    pub payload: Vec<u8>,
+    pub content_type: String,
+    /// 1 on the first delivery attempt.
+    pub attempt: u32,
+}
+
+impl Message {
+    /// `<topic>/<key>`: the same on every delivery of this message, so a receiver can
+    /// tell a redelivery from a new message.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}/{}", self.topic, self.key)
+    }
+}
+
+/// Dispatcher settings (`almanac run --outbox-*`).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Polling interval when idle and no notification arrives. Defaults to 1 s.
+    pub poll_interval: Duration,
+    /// First retry delay; doubles per attempt, with jitter. Defaults to 1 s.
+    pub retry_base: Duration,
+    /// Longest retry delay. Defaults to 1 h.
+    pub retry_max: Duration,
+    /// Concurrent dispatch workers, each borrowing a connection per round (the host's
+    /// pool grows by this many when any topic has a sink). Defaults to 4.
+    pub workers: usize,
+    /// Messages one worker claims per transaction and delivers concurrently. Defaults
+    /// to 1: a larger batch saves commits, but its slowest delivery holds the others'
+    /// records back (and their row locks) until it ends.
+    pub batch: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            poll_interval: Duration::from_secs(1),
+            retry_base: Duration::from_secs(1),
+            retry_max: Duration::from_secs(3600),
+            workers: 4,
+            batch: 1,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+    #[error("outbox sink: {0}")]
+    Sink(String),
+}
+
+struct Route {
+    sink: Arc<dyn Sink>,
+    max_attempts: u32,
+}
+
+/// What one claim-deliver-commit round did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RoundOutcome {
+    pub claimed: usize,
+    pub delivered: usize,
+    pub failed: usize,
+    pub dead: usize,
+}
+
+/// The dispatcher of one host.
+pub struct Dispatcher {
+    routes: HashMap<String, Route>,
+    /// The routed topics, as the claim's parameter.
+    topics: Vec<String>,
+    pub options: Options,
+}
+
+impl Dispatcher {
+    /// Build every configured topic's sink.
+    pub fn new(topics: &Topics, options: Options) -> Result<Dispatcher, DispatchError> {
+        let mut routes = HashMap::new();
+        for (topic, spec) in topics {
+            routes.insert(topic.clone(), Route { sink: sink::build(&spec.sink)?, max_attempts: spec.max_attempts });
+        }
+        let topics = topics.keys().cloned().collect();
+        Ok(Dispatcher { routes, topics, options })
+    }
+
+    /// Dispatch with `options.workers` workers until `shutdown`; rounds in flight finish
+    /// first (each delivery is bounded by its sink's timeout). Workers borrow a
+    /// connection from the host's `pool` for one round at a time, so an idle dispatcher
+    /// holds none; `config` is for the LISTEN connection.
+    pub async fn run(self, pool: Pool, config: tokio_postgres::Config, shutdown: CancellationToken) {
+        let this = Arc::new(self);
+        let (wake_tx, wake) = watch::channel(0u64);
+        // Kept until the end, so that without a listener `changed()` waits instead of
+        // failing at once.
+        let mut wake_tx = Some(wake_tx);
+        let mut running = tokio::task::JoinSet::new();
+        let workers = if this.topics.is_empty() {
+            // Nothing to deliver: one worker that only reports topics waiting for a sink.
+            1
+        } else {
+            let workers = this.options.workers.max(1);
+            // Room in the shared pool, so dispatching and the executor never wait on
+            // each other's connections.
+            pool.resize(pool.status().max_size + workers);
+            if let Some(tx) = wake_tx.take() {
+                running.spawn(wake::listen(config, tx, shutdown.clone()));
+            }
+            workers
+        };
+        for id in 0..workers {
+            running.spawn(this.clone().work(id, pool.clone(), wake.clone(), shutdown.clone()));
+        }
+        while running.join_next().await.is_some() {}
+        drop(wake_tx);
+    }
+
+    async fn work(self: Arc<Self>, id: usize, pool: Pool, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
+        let mut idle = Duration::from_millis(10);
+        // Worker 0 alone looks for topics without a sink, so each is reported once.
+        let mut warned = (id == 0).then(HashSet::new);
+        let mut polls_since_check = UNROUTED_EVERY_POLLS;
+        while !shutdown.is_cancelled() {
+            let check_due = warned.is_some() && polls_since_check >= UNROUTED_EVERY_POLLS;
+            let outcome = if self.topics.is_empty() && !check_due {
+                Ok(RoundOutcome::default())
+            } else {
+                let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { break };
+                let round = async {
+                    let outcome = self.round(&conn).await?;
+                    if let Some(warned) = warned.as_mut().filter(|_| outcome.claimed == 0 && check_due) {
+                        polls_since_check = 0;
+                        self.report_unrouted(&conn, warned).await?;
+                    }
+                    Ok::<_, DispatchError>(outcome)
+                };
+                let outcome = round.await;
+                if outcome.is_err() {
+                    // It may be mid-transaction: close it rather than return it to the pool.
+                    drop(Object::take(conn));
+                }
+                outcome
+            };
+            match outcome {
+                Ok(outcome) if outcome.claimed > 0 => idle = Duration::from_millis(10),
+                Ok(_) => {
+                    polls_since_check += 1;
+                    wake.borrow_and_update();
+                    tokio::select! {
+                        _ = wake.changed() => {}
+                        _ = tokio::time::sleep(idle) => {}
+                        _ = shutdown.cancelled() => {}
+                    }
+                    idle = (idle * 2).min(self.options.poll_interval);
+                }
+                Err(e) => {
+                    tracing::warn!(worker = id, "outbox dispatcher lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
+                    tokio::select! {
+                        _ = tokio::time::sleep(self.options.poll_interval) => {}
+                        _ = shutdown.cancelled() => {}
+                    }
+                }
+            }
+        }
+    }
+
+    /// One transaction: claim due messages, deliver them concurrently, record, commit.
+    pub async fn round(&self, conn: &Object) -> Result<RoundOutcome, DispatchError> {
+        let mut outcome = RoundOutcome::default();
+        if self.topics.is_empty() {
+            return Ok(outcome);
+        }
+        conn.batch_execute("BEGIN").await?;
+        let claim = conn.prepare_cached(CLAIM).await?;
+        let rows = conn.query(&claim, &[&self.topics, &(self.options.batch.max(1) as i64)]).await?;
+        outcome.claimed = rows.len();
+        let messages: Vec<Message> = rows
+            .iter()
+            .map(|r| Message {
+                id: r.get(0),
+                topic: r.get(1),
+                key: r.get(2),
+                payload: r.get(3),
+                content_type: r.get(4),
+                attempt: u32::try_from(r.get::<_, i32>(5)).unwrap_or(0) + 1,
+            })
+            .collect();
+        let results = futures_util::future::join_all(messages.iter().map(|m| self.deliver(m))).await;
+        let mut delivered = Vec::new();
+        let (mut failed, mut errors, mut dead, mut delays) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (message, result) in messages.iter().zip(results) {
+            match result {
+                Ok(()) => {
+                    tracing::debug!(topic = %message.topic, key = %message.key, attempt = message.attempt, "outbox message delivered");
+                    delivered.push(message.id);
+                }
+                Err(e) => {
+                    let max_attempts = self.routes.get(&message.topic).map_or(1, |r| r.max_attempts);
+                    let give_up = !e.retryable || message.attempt >= max_attempts;
+                    let delay = backoff(&self.options, message.attempt);
+                    if give_up {
+                        tracing::warn!(topic = %message.topic, key = %message.key, attempt = message.attempt, error = %e, "outbox message dead: {}",
+                            if e.retryable { "out of attempts" } else { "the receiver refused it for good" });
+                    } else {
+                        tracing::info!(topic = %message.topic, key = %message.key, attempt = message.attempt, error = %e, retry_in = ?delay, "outbox delivery failed");
+                    }
+                    failed.push(message.id);
+                    errors.push(e.message);
+                    dead.push(give_up);
+                    delays.push(delay.as_secs_f64());
+                }
+            }
+        }
+        outcome.delivered = delivered.len();
+        outcome.failed = failed.len();
+        outcome.dead = dead.iter().filter(|d| **d).count();
+        if !delivered.is_empty() {
+            let mark = conn.prepare_cached(MARK_DELIVERED).await?;
+            conn.execute(&mark, &[&delivered]).await?;
+        }
+        if !failed.is_empty() {
+            let mark = conn.prepare_cached(MARK_FAILED).await?;
+            conn.execute(&mark, &[&failed, &errors, &dead, &delays]).await?;
+        }
+        conn.batch_execute("COMMIT").await?;
+        Ok(outcome)
+    }
+
+    async fn deliver(&self, message: &Message) -> Result<(), SinkError> {
+        match self.routes.get(&message.topic) {
+            Some(route) => route.sink.deliver(message).await,
+            // The claim only returns routed topics; this is the belt to its braces.
+            None => Err(SinkError::retryable(format!("no sink is configured for topic {:?}", message.topic))),
+        }
+    }
+
+    /// Say once per topic that its messages wait for a sink. They are left pending, not
+    /// marked dead: the fix is configuration, after which they are delivered.
+    async fn report_unrouted(&self, conn: &Object, warned: &mut HashSet<String>) -> Result<(), DispatchError> {
+        let known: Vec<String> = self.topics.iter().chain(warned.iter()).cloned().collect();
+        let unrouted = conn.prepare_cached(UNROUTED).await?;
+        for row in conn.query(&unrouted, &[&known]).await? {
+            let topic: String = row.get(0);
+            let pending: i64 = row.get(1);
+            tracing::warn!(
+                topic = %topic,
+                pending,
+                "outbox topic {topic:?} has pending messages but no sink is configured for it; they stay pending until \
+                 almanac.toml has [outbox.topics.{topic}] and a host is restarted with it"
+            );
+            warned.insert(topic);
+        }
+        Ok(())
+    }
+}
+
+/// Exponential backoff with "equal jitter", as the executor's: half fixed, half random,
+/// so messages that failed together (a receiver that was down) spread out.
+pub fn backoff(options: &Options, attempt: u32) -> Duration {
+    let exp = options.retry_base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    let delay = exp.min(options.retry_max);
+    let half = delay / 2;
+    half + half.mul_f64(rand::rng().random::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let options = Options { retry_base: Duration::from_millis(100), retry_max: Duration::from_secs(10), ..Options::default() };
+        for attempt in 1..40 {
+            let d = backoff(&options, attempt);
+            let full = Duration::from_millis(100 << (attempt - 1).min(20)).min(Duration::from_secs(10));
+            assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} not in [{:?}, {full:?}]", full / 2);
+        }
+    }
+
+    #[test]
+    fn the_idempotency_key_is_topic_slash_key() {
+        let m = Message { id: 1, topic: "points-awarded".into(), key: "points-notify/2026-03-07T16:00:00Z/17".into(), payload: vec![], content_type: "application/json".into(), attempt: 1 };
+        assert_eq!(m.idempotency_key(), "points-awarded/points-notify/2026-03-07T16:00:00Z/17");
+    }
+
+    #[tokio::test]
+    async fn the_log_sink_always_delivers() {
+        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: b"{}".to_vec(), content_type: "application/json".into(), attempt: 1 };
+        assert_eq!(sink::LogSink.deliver(&m).await, Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_webhook_nobody_listens_on_is_a_retryable_failure() {
+        // Bind and drop a listener to get a port that refuses connections.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let hook = webhook::Webhook::new(&format!("http://127.0.0.1:{port}/hook"), Duration::from_secs(2)).unwrap();
+        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: vec![], content_type: "text/plain".into(), attempt: 1 };
+        let e = hook.deliver(&m).await.unwrap_err();
+        assert!(e.retryable && e.status.is_none(), "{e:?}");
+    }
+}

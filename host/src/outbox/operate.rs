@@ -1,0 +1,82 @@
+//! The operator's view of the outbox: listing messages, sending dead ones back, and the
+//! counts `almanac status` shows.
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::Client;
+
+const LIST: &str = include_str!("list.sql");
+const RETRY: &str = include_str!("retry.sql");
+const COUNTS: &str = include_str!("counts.sql");
+
+/// One message as `almanac outbox` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageRow {
+    pub id: i64,
+    pub topic: String,
+    pub key: String,
+    pub status: String,
+    pub attempts: i32,
+    /// The task whose job published it.
+    pub task: Option<String>,
+    pub content_type: String,
+    pub bytes: i64,
+    /// The first 200 bytes of the payload, as text (invalid UTF-8 replaced).
+    pub payload_preview: String,
+    pub created_at: DateTime<Utc>,
+    pub next_attempt_at: DateTime<Utc>,
+    pub dispatched_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+}
+
+pub async fn list(client: &Client, status: Option<&str>, topic: Option<&str>, limit: i64) -> Result<Vec<MessageRow>, tokio_postgres::Error> {
+    Ok(client
+        .query(LIST, &[&status, &topic, &limit])
+        .await?
+        .iter()
+        .map(|r| MessageRow {
+            id: r.get(0),
+            topic: r.get(1),
+            key: r.get(2),
+            status: r.get(3),
+            attempts: r.get(4),
+            task: r.get(5),
+            content_type: r.get(6),
+            bytes: r.get(7),
+            payload_preview: String::from_utf8_lossy(r.get::<_, &[u8]>(8)).into_owned(),
+            created_at: r.get(9),
+            next_attempt_at: r.get(10),
+            dispatched_at: r.get(11),
+            last_error: r.get(12),
+        })
+        .collect())
+}
+
+/// Dead messages (optionally of one topic / key) back to pending; returns how many.
+pub async fn retry(client: &Client, topic: Option<&str>, key: Option<&str>) -> Result<u64, tokio_postgres::Error> {
+    let n = client.execute(RETRY, &[&topic, &key]).await?;
+    if n > 0 {
+        // The insert trigger only fires for new messages; wake the dispatchers here.
+        client.execute("SELECT pg_notify($1, '')", &[&super::wake::CHANNEL]).await?;
+    }
+    Ok(n)
+}
+
+/// Messages of one publishing task, by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub pending: i64,
+    pub dead: i64,
+    pub delivered: i64,
+}
+
+/// Counts per publishing task; messages written without a task are under `None`.
+pub async fn counts(client: &Client) -> Result<HashMap<Option<String>, Counts>, tokio_postgres::Error> {
+    Ok(client
+        .query(COUNTS, &[])
+        .await?
+        .iter()
+        .map(|r| (r.get(0), Counts { pending: r.get(1), dead: r.get(2), delivered: r.get(3) }))
+        .collect())
+}

@@ -1,0 +1,71 @@
+//! Where messages go. A sink is a small trait so that others (NATS, Kafka, SMTP) can
+//! follow the webhook and the log; the dispatcher only needs "delivered", "try again
+//! later" or "never".
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+
+use super::config::SinkSpec;
+use super::Message;
+
+/// Why a delivery did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SinkError {
+    /// Whether a later attempt may succeed; a permanent failure makes the message dead
+    /// at once.
+    pub retryable: bool,
+    /// What went wrong, stored as the message's `last_error`.
+    pub message: String,
+    /// The receiver's status code, for sinks that have one (HTTP).
+    pub status: Option<u16>,
+}
+
+impl SinkError {
+    pub fn retryable(message: impl Into<String>) -> SinkError {
+        SinkError { retryable: true, message: message.into(), status: None }
+    }
+}
+
+/// Something that can deliver a message.
+///
+/// `deliver` returns once the receiver has taken the message (`Ok`) or refused it. It
+/// must bound its own time: the dispatcher holds the message's row lock, and its
+/// transaction open, while it waits.
+pub trait Sink: Send + Sync {
+    fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), SinkError>>;
+}
+
+/// Build the sink a topic is configured with.
+pub fn build(spec: &SinkSpec) -> Result<Arc<dyn Sink>, super::DispatchError> {
+    Ok(match spec {
+        SinkSpec::Webhook { url, timeout } => Arc::new(super::webhook::Webhook::new(url, *timeout)?),
+        SinkSpec::Log => Arc::new(LogSink),
+    })
+}
+
+/// Logs each message at info level and counts it delivered: for the demo, and for
+/// topics whose only consumer is whoever reads the log.
+pub struct LogSink;
+
+/// Bytes of a payload a log line shows.
+const LOG_PAYLOAD: usize = 1000;
+
+impl Sink for LogSink {
+    fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), SinkError>> {
+        Box::pin(async move {
+            let shown = &message.payload[..message.payload.len().min(LOG_PAYLOAD)];
+            tracing::info!(
+                target: "outbox",
+                topic = %message.topic,
+                key = %message.key,
+                content_type = %message.content_type,
+                bytes = message.payload.len(),
+                attempt = message.attempt,
+                "outbox message: {}",
+                String::from_utf8_lossy(shown)
+            );
+            Ok(())
+        })
+    }
+}

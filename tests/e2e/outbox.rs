@@ -1,0 +1,405 @@
+//! The transactional outbox against a real HTTP receiver on 127.0.0.1: messages exist
+//! only if their job committed, every one is delivered at least once with a stable
+//! `Idempotency-Key`, a host killed between the receiver's 200 and the `delivered`
+//! record redelivers, and a permanent refusal is dead until an operator retries it.
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::support::{almanac_bin, connect, plugin_dir, wait_for, HostProc, TestDb};
+
+/// One request as the receiver read it, and what it answered.
+#[derive(Debug, Clone)]
+struct Received {
+    idempotency_key: Option<String>,
+    content_type: Option<String>,
+    body: Vec<u8>,
+    /// The status sent, or None if the connection was dropped without an answer.
+    answered: Option<u16>,
+}
+
+/// How the receiver answers request number `n` (1-based): a status and body, or
+/// nothing (the connection is dropped) when the future yields None.
+type Policy = Arc<dyn Fn(usize) -> BoxFuture<'static, Option<(u16, String)>> + Send + Sync>;
+
+/// A minimal HTTP/1.1 server: one request per connection, `Connection: close`.
+struct Receiver {
+    addr: SocketAddr,
+    log: Arc<Mutex<Vec<Received>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Receiver {
+    async fn start(policy: Policy) -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
+        let addr = listener.local_addr().unwrap();
+        let log: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                while let Ok((stream, _)) = listener.accept().await {
+                    let (log, seen, policy) = (log.clone(), seen.clone(), policy.clone());
+                    tokio::spawn(async move { serve(stream, log, seen, policy).await });
+                }
+            })
+        };
+        Receiver { addr, log, task }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    fn requests(&self) -> Vec<Received> {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(mut stream: TcpStream, log: Arc<Mutex<Vec<Received>>>, seen: Arc<AtomicUsize>, policy: Policy) {
+    let Some(request) = read_request(&mut stream).await else { return };
+    let index = {
+        let mut log = log.lock().unwrap();
+        log.push(request.clone());
+        log.len() - 1
+    };
+    let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+    let Some((status, body)) = policy(n).await else { return };
+    let response = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+    if stream.write_all(response.as_bytes()).await.is_ok() && stream.flush().await.is_ok() {
+        log.lock().unwrap()[index].answered = Some(status);
+    }
+    let _ = stream.shutdown().await;
+}
+
+async fn read_request(stream: &mut TcpStream) -> Option<Received> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut headers = HashMap::new();
+    for line in head.lines().skip(1) {
+        if let Some((name, value)) = line.split_once(':') {
+            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
+        }
+    }
+    let length: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
+    while buf.len() < head_end + length {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    Some(Received {
+        idempotency_key: headers.get("idempotency-key").cloned(),
+        content_type: headers.get("content-type").cloned(),
+        body: buf[head_end..head_end + length].to_vec(),
+        answered: None,
+    })
+}
+
+fn answer(status: u16, body: &str) -> BoxFuture<'static, Option<(u16, String)>> {
+    let body = body.to_owned();
+    Box::pin(async move { Some((status, body)) })
+}
+
+/// An `almanac.toml` in its own folder.
+fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new().prefix("almanac-config-").tempdir().unwrap();
+    let path = dir.path().join("almanac.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// `--config PATH` plus dispatcher settings fast enough for tests.
+fn outbox_args(config: &std::path::Path) -> Vec<String> {
+    ["--config", config.to_str().unwrap(), "--outbox-poll-interval", "50ms", "--outbox-retry-base", "20ms", "--outbox-retry-max", "200ms"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+fn spawn(db: &TestDb, plugins: &std::path::Path, args: &[String]) -> HostProc {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    HostProc::spawn(db, plugins, &args)
+}
+
+fn almanac(db: &TestDb, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(almanac_bin()).args(args).env("DATABASE_URL", &db.url).output().unwrap();
+    assert!(out.status.code().is_some(), "almanac {args:?} was killed");
+    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+}
+
+/// `n` points-notify jobs for accounts 1..=n in one slot (2026-03-08 in Shanghai).
+async fn enqueue_points_notify(db: &TestDb, n: i64) {
+    db.accounts(n).await;
+    db.client
+        .execute(
+            "INSERT INTO almanac.jobs (task, slot, key)
+             SELECT 'points-notify', '2026-03-07T16:00:00Z', g::text FROM generate_series(1, $1::bigint) g",
+            &[&n],
+        )
+        .await
+        .unwrap();
+}
+
+/// points-notify's schedule stays paused so that only the enqueued jobs run.
+fn points_config(receiver: &Receiver, timeout: &str) -> String {
+    format!(
+        "[tasks.points-notify]\npaused = true\n\n[outbox.topics.points-awarded]\nsink = \"webhook\"\nurl = \"{}\"\ntimeout = \"{timeout}\"\nmax_attempts = 30\n",
+        receiver.url()
+    )
+}
+
+const DELIVERED: &str = "SELECT count(*) FROM almanac.outbox WHERE status = 'delivered'";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flaky_slow_receiver_gets_every_message_with_one_key_each() {
+    let db = TestDb::new().await;
+    enqueue_points_notify(&db, 50).await;
+    // Every third request fails with a 500; every fifth is held past the sink's timeout
+    // (1 s: generous, so a busy machine does not turn a prompt 200 into a timeout) and
+    // then dropped unanswered.
+    let receiver = Receiver::start(Arc::new(|n| {
+        if n % 5 == 0 {
+            Box::pin(async {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                None
+            })
+        } else if n % 3 == 0 {
+            answer(500, "try again later")
+        } else {
+            answer(200, "ok")
+        }
+    }))
+    .await;
+    let (_dir, path) = config(&points_config(&receiver, "1s"));
+    let plugins = plugin_dir(&["points_notify"]);
+    // Two hosts dispatch side by side, with several workers each, one batching.
+    let mut args = outbox_args(&path);
+    args.extend(["--outbox-workers", "3"].map(String::from));
+    let mut batching = args.clone();
+    batching.extend(["--outbox-batch", "4"].map(String::from));
+    let mut a = spawn(&db, plugins.path(), &args);
+    let mut b = spawn(&db, plugins.path(), &batching);
+    db.wait_count(DELIVERED, 50, Duration::from_secs(60)).await;
+    a.stop().await;
+    b.stop().await;
+
+    assert_eq!(db.count("SELECT count(*) FROM almanac.outbox").await, 50);
+    assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points <> 10").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.outbox WHERE last_error IS NOT NULL OR dispatched_at IS NULL").await, 0);
+    assert!(db.count("SELECT count(*) FROM almanac.outbox WHERE attempts > 1").await > 0, "no message needed a retry");
+
+    let requests = receiver.requests();
+    assert!(requests.iter().any(|r| r.answered == Some(500)), "no 500 was sent");
+    assert!(requests.iter().any(|r| r.answered.is_none()), "no request was held past the timeout");
+    // The receiver's dedupe: by Idempotency-Key, every message, each key once.
+    let mut by_key: HashMap<String, Vec<&Received>> = HashMap::new();
+    for r in &requests {
+        assert_eq!(r.content_type.as_deref(), Some("application/json"));
+        by_key.entry(r.idempotency_key.clone().expect("an Idempotency-Key header")).or_default().push(r);
+    }
+    let expected: HashSet<String> = db
+        .client
+        .query("SELECT topic || '/' || key FROM almanac.outbox", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(by_key.keys().cloned().collect::<HashSet<_>>(), expected);
+    assert_eq!(by_key.len(), 50);
+    for (key, deliveries) in &by_key {
+        // Without a crash, exactly one attempt per message succeeds: no two hosts
+        // delivered one message.
+        let accepted = deliveries.iter().filter(|r| r.answered == Some(200)).count();
+        assert_eq!(accepted, 1, "{key}: {accepted} accepted deliveries");
+        let account = key.rsplit('/').next().unwrap();
+        assert_eq!(key, &format!("points-awarded/points-notify/2026-03-07T16:00:00Z/{account}"));
+        let payload: serde_json::Value = serde_json::from_slice(&deliveries[0].body).unwrap();
+        assert_eq!(payload["account"].to_string(), account);
+        assert_eq!((payload["points"].as_i64(), payload["label"].as_str()), (Some(10), Some("2026-03-08")));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_that_publishes_then_fails_leaves_no_message_and_its_retry_publishes_one() {
+    let db = TestDb::new().await;
+    db.client
+        .batch_execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-publish-flaky', '2026-01-01T00:00:00Z', 'f1')")
+        .await
+        .unwrap();
+    let plugins = plugin_dir(&["fixture_publish_flaky"]);
+    // No sink for topic `flaky` yet: the message waits, and the host says so once.
+    let (_none, no_sinks) = config("");
+    let mut host = spawn(&db, plugins.path(), &outbox_args(&no_sinks));
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done' AND attempts = 2", 1, Duration::from_secs(30)).await;
+    let unrouted = "outbox topic \"flaky\" has pending messages but no sink is configured";
+    host.wait_log(unrouted, Duration::from_secs(30)).await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'f1' AND attempt = 1").await, 1);
+    // Attempt 1 published and failed: its message and its effect rows rolled back.
+    // Attempt 2's first publish was new again; its second was the no-op.
+    let effects: Vec<(i32, i32, String)> = db
+        .client
+        .query("SELECT attempt, publish, outcome FROM fixture_publish_flaky_effects ORDER BY attempt, publish", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(effects, vec![(2, 1, "published".to_string()), (2, 2, "already-published".to_string())]);
+    let row = db.client.query_one("SELECT topic, key, payload, status, task FROM almanac.outbox", &[]).await.unwrap();
+    assert_eq!(row.get::<_, &str>(0), "flaky");
+    assert_eq!(row.get::<_, &str>(1), "f1");
+    assert_eq!(row.get::<_, &[u8]>(2), br#"{"attempt":2}"#);
+    assert_eq!(row.get::<_, &str>(3), "pending");
+    assert_eq!(row.get::<_, &str>(4), "fixture-publish-flaky");
+    host.stop().await;
+    assert_eq!(host.log().matches(unrouted).count(), 1, "the missing sink is reported once");
+
+    // With a sink configured, the waiting message is delivered (the log sink logs it).
+    let (_log, log_sink) = config("[outbox.topics.flaky]\nsink = \"log\"\n");
+    let mut host = spawn(&db, plugins.path(), &outbox_args(&log_sink));
+    db.wait_count(DELIVERED, 1, Duration::from_secs(30)).await;
+    host.wait_log(r#"outbox message: {"attempt":2}"#, Duration::from_secs(10)).await;
+    host.stop().await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.outbox").await, 1);
+    let (code, out) = almanac(&db, &["status", "--json"]);
+    assert_eq!(code, 0);
+    let status: serde_json::Value = serde_json::from_str(out.lines().find(|l| l.contains("fixture-publish-flaky")).unwrap()).unwrap();
+    assert_eq!((status["outbox_pending"].as_i64(), status["outbox_dead"].as_i64(), status["outbox_delivered"].as_i64()), (Some(0), Some(0), Some(1)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_killed_between_the_200_and_its_record_redelivers_the_same_key() {
+    let db = TestDb::new().await;
+    enqueue_points_notify(&db, 1).await;
+    // The first request is answered only when the test says so.
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let receiver = {
+        let gate = gate.clone();
+        Receiver::start(Arc::new(move |n| {
+            let gate = gate.clone();
+            Box::pin(async move {
+                if n == 1 {
+                    gate.notified().await;
+                }
+                Some((200, "ok".to_string()))
+            })
+        }))
+        .await
+    };
+    let (_dir, path) = config(&points_config(&receiver, "30s"));
+    let plugins = plugin_dir(&["points_notify"]);
+    let mut first = spawn(&db, plugins.path(), &outbox_args(&path));
+    wait_for("the first delivery to reach the receiver", Duration::from_secs(30), || async { !receiver.requests().is_empty() }).await;
+
+    // Hold a lock the dispatcher's `delivered` UPDATE needs (SHARE conflicts with its
+    // ROW EXCLUSIVE, not with the claim's ROW SHARE), then let the receiver say 200.
+    // The UPDATE is sent only after the response was read, so once it waits on the
+    // lock the host is exactly between the 2xx and its record.
+    let locker = connect(&db.url).await;
+    locker.batch_execute("BEGIN; LOCK TABLE almanac.outbox IN SHARE MODE").await.unwrap();
+    gate.notify_one();
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock' AND query LIKE '%UPDATE almanac.outbox%'",
+        db.name
+    );
+    db.wait_count(&waiting, 1, Duration::from_secs(30)).await;
+    assert_eq!(receiver.requests()[0].answered, Some(200));
+    first.signal(libc::SIGKILL);
+    first.wait(Duration::from_secs(10)).await;
+    // The host never sent COMMIT; its backend rolls back when it finds the socket closed.
+    locker.batch_execute("ROLLBACK").await.unwrap();
+    db.wait_count("SELECT count(*) FROM almanac.outbox WHERE status = 'pending' AND attempts = 0", 1, Duration::from_secs(10)).await;
+
+    let mut second = spawn(&db, plugins.path(), &outbox_args(&path));
+    db.wait_count(DELIVERED, 1, Duration::from_secs(30)).await;
+    second.stop().await;
+    let requests = receiver.requests();
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert!(requests.iter().all(|r| r.answered == Some(200)));
+    assert_eq!(requests[0].idempotency_key, requests[1].idempotency_key);
+    assert_eq!(requests[0].idempotency_key.as_deref(), Some("points-awarded/points-notify/2026-03-07T16:00:00Z/1"));
+    assert_eq!(requests[0].body, requests[1].body);
+    assert_eq!(db.count("SELECT attempts::bigint FROM almanac.outbox").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_400_is_dead_at_once_with_its_excerpt_until_an_operator_retries_it() {
+    let db = TestDb::new().await;
+    enqueue_points_notify(&db, 1).await;
+    let refuse = Arc::new(AtomicBool::new(true));
+    let long_body = format!("invalid notification: {}", "x".repeat(300));
+    let receiver = {
+        let (refuse, long_body) = (refuse.clone(), long_body.clone());
+        Receiver::start(Arc::new(move |_| {
+            if refuse.load(Ordering::SeqCst) {
+                answer(400, &long_body)
+            } else {
+                answer(204, "")
+            }
+        }))
+        .await
+    };
+    let (_dir, path) = config(&points_config(&receiver, "5s"));
+    let plugins = plugin_dir(&["points_notify"]);
+    let mut host = spawn(&db, plugins.path(), &outbox_args(&path));
+    db.wait_count("SELECT count(*) FROM almanac.outbox WHERE status = 'dead' AND attempts = 1", 1, Duration::from_secs(30)).await;
+    let stored: String = db.client.query_one("SELECT last_error FROM almanac.outbox", &[]).await.unwrap().get(0);
+    assert_eq!(stored, format!("HTTP 400: {}", &long_body[..200]));
+
+    let (code, out) = almanac(&db, &["outbox", "--status", "dead"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("points-notify/2026-03-07T16:00:00Z/1") && out.contains("HTTP 400: invalid notification"), "{out}");
+    let (_, out) = almanac(&db, &["outbox", "--status", "dead", "--json"]);
+    let listed: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(listed.len(), 1);
+    assert_eq!((listed[0]["topic"].as_str(), listed[0]["status"].as_str()), (Some("points-awarded"), Some("dead")));
+    assert_eq!(listed[0]["last_error"].as_str(), Some(stored.as_str()));
+    let (_, out) = almanac(&db, &["outbox", "--status", "pending"]);
+    assert_eq!(out.lines().count(), 1, "only the header: {out}");
+    // A dead message is something to act on: status says so and exits 1.
+    let (code, out) = almanac(&db, &["status", "--json"]);
+    assert_eq!(code, 1);
+    let status: serde_json::Value = serde_json::from_str(out.lines().find(|l| l.contains("points-notify")).unwrap()).unwrap();
+    assert_eq!((status["outbox_dead"].as_i64(), status["failed"].as_i64()), (Some(1), Some(0)));
+
+    // The receiver is fixed; the operator sends the message back.
+    refuse.store(false, Ordering::SeqCst);
+    let (code, out) = almanac(&db, &["outbox", "retry", "--topic", "points-awarded"]);
+    assert_eq!((code, out.trim()), (0, "1 dead message(s) back to pending"));
+    db.wait_count(DELIVERED, 1, Duration::from_secs(30)).await;
+    host.stop().await;
+    assert_eq!(db.count("SELECT attempts::bigint FROM almanac.outbox").await, 1, "retry starts a fresh count of attempts");
+    let requests = receiver.requests();
+    assert_eq!(requests.iter().map(|r| r.answered).collect::<Vec<_>>(), vec![Some(400), Some(204)]);
+    assert_eq!(requests[0].idempotency_key, requests[1].idempotency_key);
+    let (code, out) = almanac(&db, &["status"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("outbox: 0 pending, 0 dead, 1 delivered"), "{out}");
+}
