@@ -125,7 +125,7 @@ impl Host {
     pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let (wake_tx, wake_rx) = watch::channel(0u64);
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(executor::wake::listen(self.config.clone(), wake_tx, shutdown.clone()));
+        tasks.spawn(crate::wake::listen(self.config.clone(), crate::wake::JOBS, wake_tx, shutdown.clone()));
         tasks.spawn(scheduler::run(self.pool.clone(), self.registry.clone(), self.options.scheduler.clone(), shutdown.clone()));
         tasks.spawn(executor::run(self.pool.clone(), self.registry.clone(), self.options.executor.clone(), wake_rx, shutdown.clone()));
         tasks.spawn(self.dispatcher.run(self.pool.clone(), self.config.clone(), shutdown.clone()));

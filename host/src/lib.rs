@@ -5,6 +5,7 @@
 //! [`scheduler`] (cursor -> jobs), [`executor`] (claim -> run -> commit), [`plugin`]
 //! (load, limits, instantiate) and [`capability`] (what a plugin is lent); [`outbox`]
 //! delivers the messages jobs published.
+pub mod backoff;
 pub mod bench;
 pub mod bindings;
 pub mod calendar;
@@ -20,3 +21,4 @@ pub mod outbox;
 pub mod plugin;
 pub mod scheduler;
 pub mod status;
+pub mod wake;

@@ -11,15 +11,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use futures_util::future::{try_join, try_join3};
-use rand::Rng;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::plugin::{CallError, Registry};
-
-pub mod wake;
 
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_DONE: &str = include_str!("mark_done.sql");
@@ -265,7 +262,7 @@ async fn run_job(
         Err(e) => {
             let cancelled = matches!(e, CallError::Deadline { cancelled: true, .. });
             let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
-            let delay = backoff(options, job.attempt);
+            let delay = crate::backoff::delay(options.retry_base, options.retry_max, job.attempt);
             let message = e.to_string();
             // The failed statement may have aborted the transaction, and an aborted
             // transaction refuses even a Parse: roll back to the savepoint before the
@@ -282,30 +279,6 @@ async fn run_job(
                 tracing::info!(error = %message, retry_in = ?delay, "job attempt failed");
             }
             Ok(JobResult::Failed { cancelled })
-        }
-    }
-}
-
-/// Exponential backoff with "equal jitter": half fixed, half random, so retries of jobs
-/// that failed together spread out.
-fn backoff(options: &Options, attempt: u32) -> Duration {
-    let exp = options.retry_base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
-    let delay = exp.min(options.retry_max);
-    let half = delay / 2;
-    half + half.mul_f64(rand::rng().random::<f64>())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let options = Options { retry_base: Duration::from_secs(1), retry_max: Duration::from_secs(60), ..Options::default() };
-        for attempt in 1..40 {
-            let d = backoff(&options, attempt);
-            let full = Duration::from_secs(1u64 << (attempt - 1).min(20)).min(Duration::from_secs(60));
-            assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} not in [{:?}, {full:?}]", full / 2);
         }
     }
 }

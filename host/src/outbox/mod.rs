@@ -14,7 +14,6 @@
 pub mod config;
 pub mod operate;
 pub mod sink;
-pub mod wake;
 pub mod webhook;
 
 use std::collections::{HashMap, HashSet};
@@ -22,7 +21,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Object, Pool};
-use rand::Rng;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -148,7 +146,7 @@ impl Dispatcher {
             // each other's connections.
             pool.resize(pool.status().max_size + workers);
             if let Some(tx) = wake_tx.take() {
-                running.spawn(wake::listen(config, tx, shutdown.clone()));
+                running.spawn(crate::wake::listen(config, crate::wake::OUTBOX, tx, shutdown.clone()));
             }
             workers
         };
@@ -241,7 +239,7 @@ impl Dispatcher {
                 Err(e) => {
                     let max_attempts = self.routes.get(&message.topic).map_or(1, |r| r.max_attempts);
                     let give_up = !e.retryable || message.attempt >= max_attempts;
-                    let delay = backoff(&self.options, message.attempt);
+                    let delay = crate::backoff::delay(self.options.retry_base, self.options.retry_max, message.attempt);
                     if give_up {
                         tracing::warn!(topic = %message.topic, key = %message.key, attempt = message.attempt, error = %e, "outbox message dead: {}",
                             if e.retryable { "out of attempts" } else { "the receiver refused it for good" });
@@ -298,28 +296,9 @@ impl Dispatcher {
     }
 }
 
-/// Exponential backoff with "equal jitter", as the executor's: half fixed, half random,
-/// so messages that failed together (a receiver that was down) spread out.
-pub fn backoff(options: &Options, attempt: u32) -> Duration {
-    let exp = options.retry_base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
-    let delay = exp.min(options.retry_max);
-    let half = delay / 2;
-    half + half.mul_f64(rand::rng().random::<f64>())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_grows_and_is_capped() {
-        let options = Options { retry_base: Duration::from_millis(100), retry_max: Duration::from_secs(10), ..Options::default() };
-        for attempt in 1..40 {
-            let d = backoff(&options, attempt);
-            let full = Duration::from_millis(100 << (attempt - 1).min(20)).min(Duration::from_secs(10));
-            assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?} not in [{:?}, {full:?}]", full / 2);
-        }
-    }
 
     #[test]
     fn the_idempotency_key_is_topic_slash_key() {

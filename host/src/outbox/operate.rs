@@ -58,7 +58,7 @@ pub async fn retry(client: &Client, topic: Option<&str>, key: Option<&str>) -> R
     let n = client.execute(RETRY, &[&topic, &key]).await?;
     if n > 0 {
         // The insert trigger only fires for new messages; wake the dispatchers here.
-        client.execute("SELECT pg_notify($1, '')", &[&super::wake::CHANNEL]).await?;
+        client.execute("SELECT pg_notify($1, '')", &[&crate::wake::OUTBOX]).await?;
     }
     Ok(n)
 }

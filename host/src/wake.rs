@@ -1,6 +1,6 @@
-//! LISTEN/NOTIFY wake-up: one dedicated connection per process listens on
-//! `almanac_jobs` (sent by the jobs insert trigger) and bumps a counter idle workers
-//! wait on. Polling stays as the fallback, so a lost notification only costs latency.
+//! LISTEN/NOTIFY wake-ups: one dedicated connection per channel per process listens
+//! (the jobs and outbox insert triggers notify) and bumps a counter that idle workers
+//! wait on. Polling stays the fallback, so a lost notification only costs latency.
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -8,35 +8,37 @@ use tokio::sync::watch;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-pub async fn listen(config: tokio_postgres::Config, wake: watch::Sender<u64>, shutdown: CancellationToken) {
+/// The channel the jobs insert trigger notifies (migrations/V1__core.sql).
+pub const JOBS: &str = "almanac_jobs";
+/// The channel the outbox insert trigger notifies (migrations/V3__outbox.sql).
+pub const OUTBOX: &str = "almanac_outbox";
+
+pub async fn listen(config: tokio_postgres::Config, channel: &'static str, wake: watch::Sender<u64>, shutdown: CancellationToken) {
     let mut delay = Duration::from_millis(200);
     while !shutdown.is_cancelled() {
         match config.connect(NoTls).await {
             Ok((client, mut connection)) => {
                 let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-                let listening = async {
-                    client.batch_execute("LISTEN almanac_jobs").await?;
-                    Ok::<_, tokio_postgres::Error>(())
-                };
+                let listen = format!("LISTEN {channel}");
+                let mut subscribing = std::pin::pin!(client.batch_execute(&listen));
                 // The connection must be polled for LISTEN itself to complete.
-                let mut listening = std::pin::pin!(listening);
                 let subscribed = loop {
                     tokio::select! {
-                        r = &mut listening => break r,
-                        m = messages.next() => if m.is_none() { break Ok(()) },
+                        r = &mut subscribing => break r.is_ok(),
+                        m = messages.next() => if m.is_none() { break false },
+                        _ = shutdown.cancelled() => return,
                     }
                 };
-                if let Err(e) = subscribed {
-                    tracing::debug!("LISTEN failed: {e}");
-                } else {
+                if subscribed {
                     delay = Duration::from_millis(200);
+                    // Rows may have arrived while nobody listened.
                     wake.send_modify(|n| *n += 1);
                     loop {
                         tokio::select! {
                             m = messages.next() => match m {
                                 Some(Ok(AsyncMessage::Notification(_))) => wake.send_modify(|n| *n += 1),
                                 Some(Ok(_)) => {}
-                                Some(Err(e)) => { tracing::debug!("listener connection lost: {e}"); break; }
+                                Some(Err(e)) => { tracing::debug!(channel, "listener connection lost: {e}"); break; }
                                 None => break,
                             },
                             _ = shutdown.cancelled() => return,
@@ -44,7 +46,7 @@ pub async fn listen(config: tokio_postgres::Config, wake: watch::Sender<u64>, sh
                     }
                 }
             }
-            Err(e) => tracing::debug!("listener cannot connect: {e}"),
+            Err(e) => tracing::debug!(channel, "listener cannot connect: {e}"),
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
