@@ -235,20 +235,22 @@ fn init_logging(format: LogFormat, quiet: bool) {
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let shutdown = CancellationToken::new();
     spawn_signal_handler(shutdown.clone());
+    // Most commands work on database `almanac` (of DATABASE_URL, or the private cluster).
+    let almanac_db = || database_url(cli.database_url.clone(), &cli.data_dir, "almanac");
     match cli.command {
         Command::Migrate => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             let (mut client, _conn) = connect_once(&url).await?;
             let applied = almanac::migrate::run(&mut client).await?;
             println!("{} migration(s) applied", applied.len());
         }
         Command::Run(args) => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             let host = host::Host::start_retrying(&url, args.host_options(&cli.data_dir), &shutdown).await?;
             host.outbox_options(args.outbox_options()).serve(shutdown).await?;
         }
         Command::Status { json } => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             let (client, _conn) = connect_once(&url).await?;
             let statuses = status::report(&client).await?;
             if json {
@@ -263,45 +265,45 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Enqueue { task, slot, key } => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             let pool = db::pool(db::config(&url, &db::SessionSettings::default())?, 1)?;
             let conn = pool.get().await.context("cannot connect to the database")?;
             let new = scheduler::enqueue(&conn, &task, slot, &key).await?;
             println!("{}", if new { "enqueued" } else { "already present (no-op)" });
         }
         Command::Jobs(args) => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             return operate::jobs(&url, args).await;
         }
         Command::Retry(args) => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             return operate::retry(&url, args).await;
         }
         Command::Prune { older_than } => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             return operate::prune(&url, older_than).await;
         }
         Command::Outbox(args) => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             return outbox::run(&url, args).await;
         }
         Command::Slots(args) => {
             return schedule::slots(cli.database_url, &cli.data_dir, args).await;
         }
         Command::Schedules { json } => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             return schedule::schedules(&url, json).await;
         }
         Command::Pause { task } => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             return schedule::set_paused(&url, &task, true).await;
         }
         Command::Resume { task } => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             return schedule::set_paused(&url, &task, false).await;
         }
         Command::Backfill(args) => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac").await?;
+            let url = almanac_db().await?;
             return schedule::backfill(&url, &cli.data_dir, args).await;
         }
         Command::Bench(args) => return bench::run(&cli.data_dir, args).await,
