@@ -339,14 +339,15 @@ async fn jobs_stuck_on_a_row_lock_fail_at_their_deadline_without_leaking_connect
     let most_allowed = WORKERS + 5;
     // 200 deadlines of 200 ms on 4 workers take about 10 s.
     let deadline = Instant::now() + Duration::from_secs(30);
-    // A backend outlives its closed connection by a moment, so one sample over the
-    // bound is not yet a leak; three in a row (150 ms) are.
+    // A backend outlives its closed connection by a moment (and a connection that carried
+    // a cancel is replaced after its batch), so a short excursion over the bound is not a
+    // leak; a full second over it (20 samples in a row) is.
     let mut over = 0;
     loop {
         let finished = db.count("SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'").await;
         let open = db.count(connections).await;
         over = if open > most_allowed { over + 1 } else { 0 };
-        assert!(over < 3, "{open} host connections, at most {most_allowed}; log:\n{}", host.log());
+        assert!(over < 20, "{open} host connections, at most {most_allowed}; log:\n{}", host.log());
         assert_eq!(db.count(stuck).await, 0, "a host connection sits idle in transaction; log:\n{}", host.log());
         if finished == JOBS {
             break;
