@@ -55,3 +55,16 @@ pub async fn listen(config: tokio_postgres::Config, channel: &'static str, wake:
         delay = (delay * 2).min(Duration::from_secs(5));
     }
 }
+
+/// Wait while there is nothing to do: until a notification, the idle delay, or shutdown.
+/// The delay doubles (up to `max`) each time a worker finds nothing, so an idle host
+/// polls rarely while a notification still wakes it at once.
+pub async fn idle(wake: &mut watch::Receiver<u64>, delay: &mut Duration, max: Duration, shutdown: &CancellationToken) {
+    wake.borrow_and_update();
+    tokio::select! {
+        _ = wake.changed() => {}
+        _ = tokio::time::sleep(*delay) => {}
+        _ = shutdown.cancelled() => {}
+    }
+    *delay = (*delay * 2).min(max);
+}

@@ -107,15 +107,7 @@ impl Worker {
                         break;
                     }
                     Ok(outcome) if outcome.claimed > 0 => idle = Duration::from_millis(10),
-                    Ok(_) => {
-                        wake.borrow_and_update();
-                        tokio::select! {
-                            _ = wake.changed() => {}
-                            _ = tokio::time::sleep(idle) => {}
-                            _ = shutdown.cancelled() => {}
-                        }
-                        idle = (idle * 2).min(self.options.poll_interval);
-                    }
+                    Ok(_) => crate::wake::idle(&mut wake, &mut idle, self.options.poll_interval, &shutdown).await,
                     Err(e) => {
                         tracing::warn!(worker = self.id, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
                         discard(conn);

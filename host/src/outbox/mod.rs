@@ -187,13 +187,7 @@ impl Dispatcher {
                 Ok(outcome) if outcome.claimed > 0 => idle = Duration::from_millis(10),
                 Ok(_) => {
                     polls_since_check += 1;
-                    wake.borrow_and_update();
-                    tokio::select! {
-                        _ = wake.changed() => {}
-                        _ = tokio::time::sleep(idle) => {}
-                        _ = shutdown.cancelled() => {}
-                    }
-                    idle = (idle * 2).min(self.options.poll_interval);
+                    crate::wake::idle(&mut wake, &mut idle, self.options.poll_interval, &shutdown).await;
                 }
                 Err(e) => {
                     tracing::warn!(worker = id, "outbox dispatcher lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
