@@ -16,11 +16,13 @@
 //!
 //! impl Task for DailyPoints {
 //!     fn describe() -> TaskInfo {
-//!         TaskInfo::new("daily-points", "0 0 * * *", "Asia/Shanghai").setup(&[
-//!             "CREATE TABLE IF NOT EXISTS points_ledger (
+//!         // Everything the plugin's SQL touches is declared: it runs under its own
+//!         // database role, which may use these tables and nothing else.
+//!         TaskInfo::new("daily-points", "0 0 * * *", "Asia/Shanghai")
+//!             .writes(&["accounts", "points_ledger"])
+//!             .setup(&["CREATE TABLE IF NOT EXISTS points_ledger (
 //!                  task text, slot timestamptz, account_id bigint, points bigint NOT NULL,
-//!                  PRIMARY KEY (task, slot, account_id))",
-//!         ])
+//!                  PRIMARY KEY (task, slot, account_id))"])
 //!     }
 //!
 //!     fn plan(_slot: &Slot, tx: &Tx, after: Option<&str>, limit: u32) -> Result<Vec<String>, Error> {

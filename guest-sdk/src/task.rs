@@ -28,7 +28,7 @@ pub struct TaskInfo(wit::TaskInfo);
 
 impl TaskInfo {
     /// A task with the given name, cron expression and IANA zone. Defaults: catch up
-    /// all missed slots, 5 attempts, 30 s per call, no setup SQL.
+    /// all missed slots, 5 attempts, 30 s per call, no tables, no setup SQL.
     pub fn new(name: &str, schedule: &str, zone: &str) -> Self {
         TaskInfo(wit::TaskInfo {
             name: name.to_owned(),
@@ -38,6 +38,7 @@ impl TaskInfo {
             catch_up: CatchUp::All,
             max_attempts: 5,
             timeout_ms: 30_000,
+            tables: Vec::new(),
             setup: Vec::new(),
         })
     }
@@ -66,7 +67,28 @@ impl TaskInfo {
         self
     }
 
-    /// Idempotent DDL for the plugin's own tables, applied by the host at load.
+    /// Tables the plugin only reads. The plugin's database role gets SELECT on them.
+    pub fn reads(self, tables: &[&str]) -> Self {
+        self.tables(tables, wit::Access::Read)
+    }
+
+    /// Tables the plugin reads and writes. The plugin's database role gets SELECT,
+    /// INSERT, UPDATE and DELETE on them; these are also the tables `setup` may create.
+    pub fn writes(self, tables: &[&str]) -> Self {
+        self.tables(tables, wit::Access::Write)
+    }
+
+    fn tables(mut self, tables: &[&str], access: wit::Access) -> Self {
+        for name in tables {
+            self.0.tables.retain(|t| t.name != *name);
+            self.0.tables.push(wit::TableAccess { name: (*name).to_owned(), access });
+        }
+        self
+    }
+
+    /// Idempotent DDL for the plugin's own tables, applied by the host at load. Only
+    /// CREATE TABLE, CREATE INDEX and ALTER TABLE ... ADD of tables passed to
+    /// [`TaskInfo::writes`] are accepted.
     pub fn setup(mut self, statements: &[&str]) -> Self {
         self.0.setup = statements.iter().map(|s| (*s).to_owned()).collect();
         self

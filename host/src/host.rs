@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::SessionSettings;
 use crate::plugin::{Limits, Plugin, Registry, Runtime};
-use crate::{executor, migrate, outbox, scheduler};
+use crate::capability::db::Policy;
+use crate::{access, executor, migrate, outbox, scheduler};
 
 /// Key of the advisory lock plugin setup SQL runs under.
 const SETUP_LOCK: i64 = 0x616c_6d61_6e61_64;
@@ -54,6 +55,7 @@ impl Host {
                 tracing::info!(?applied, "migrations applied");
             }
         }
+        access::check_host_role(&**conn).await?;
         let runtime = Runtime::new(options.limits.clone(), options.cache_dir.clone())?;
         let (mut registry, failures) = Registry::load_dir(&runtime, &options.plugins_dir).await?;
         for failure in &failures {
@@ -71,8 +73,8 @@ impl Host {
         let dispatcher = outbox::Dispatcher::new(&topics, outbox::Options::default())?;
         let mut rejected = Vec::new();
         for plugin in registry.iter() {
-            if let Err(e) = setup(&mut conn, plugin).await {
-                tracing::error!(task = %plugin.name(), "plugin not loaded: its setup SQL failed: {}", crate::db::error_chain(&*e));
+            if let Err(e) = setup(&mut conn, plugin, &runtime.policy).await {
+                tracing::error!(task = %plugin.name(), "plugin not loaded: {}", crate::db::error_chain(&*e));
                 rejected.push(plugin.name().to_owned());
             }
         }
@@ -139,16 +141,22 @@ impl Host {
     }
 }
 
-/// Apply a plugin's idempotent DDL, one plugin at a time across hosts.
-async fn setup(conn: &mut deadpool_postgres::Object, plugin: &Plugin) -> anyhow::Result<()> {
-    if plugin.spec.setup.is_empty() {
-        return Ok(());
+/// Give a plugin its tables and its role: check and apply its idempotent DDL, then grant
+/// its role exactly the tables it declares. One plugin at a time across hosts.
+async fn setup(conn: &mut deadpool_postgres::Object, plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
+    let spec = &plugin.spec;
+    let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
+    for statement in &spec.setup {
+        policy.check_setup(statement, &writable).with_context(|| format!("setup statement {statement:?}"))?;
     }
+    let client: &tokio_postgres::Client = conn;
+    access::ensure_role(client, &spec.role).await?;
     let tx = conn.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
-    for statement in &plugin.spec.setup {
-        tx.batch_execute(statement).await.with_context(|| format!("statement: {statement}"))?;
+    for statement in &spec.setup {
+        tx.batch_execute(statement).await.with_context(|| format!("setup statement {statement:?} failed"))?;
     }
+    access::grant(&tx, &spec.role, &spec.tables).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -5,6 +5,7 @@
 //! [`scheduler`] (cursor -> jobs), [`executor`] (claim -> run -> commit), [`plugin`]
 //! (load, limits, instantiate) and [`capability`] (what a plugin is lent); [`outbox`]
 //! delivers the messages jobs published.
+pub mod access;
 pub mod backoff;
 pub mod bench;
 pub mod bindings;

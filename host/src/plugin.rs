@@ -17,7 +17,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::bindings::exports::almanac::plugin::task::TaskError;
 use crate::bindings::{TaskPlugin, TaskPluginPre, WIT_VERSION};
-use crate::capability::db::{Lent, Session, Transaction};
+use crate::capability::db::{Lent, Policy, Session, Transaction};
 pub use spec::TaskSpec;
 
 /// How often the engine's epoch advances; the resolution of plugin deadlines.
@@ -43,11 +43,15 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Instances alive at once (pooling allocator slots). Defaults to 64.
     pub instances: u32,
+    /// Entries of the statement policy's function deny list to lift (e.g. `pg_sleep`).
+    pub allow_functions: Vec<String>,
+    /// Functions to deny in addition to [`policy::DEFAULT_DENY`](crate::capability::db::policy::DEFAULT_DENY).
+    pub deny_functions: Vec<String>,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_bytes: 64 << 20, instances: 64 }
+        Limits { memory_bytes: 64 << 20, instances: 64, allow_functions: Vec::new(), deny_functions: Vec::new() }
     }
 }
 
@@ -178,6 +182,8 @@ pub struct Runtime {
     linker: Linker<HostState>,
     cache_dir: Option<PathBuf>,
     limits: Limits,
+    /// The statement policy every plugin's statements pass.
+    pub policy: Arc<Policy>,
     _ticker: std::thread::JoinHandle<()>,
 }
 
@@ -214,7 +220,8 @@ impl Runtime {
                 }
             })?
         };
-        Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, _ticker: ticker }))
+        let policy = Arc::new(Policy::new(&limits.allow_functions, &limits.deny_functions));
+        Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, policy, _ticker: ticker }))
     }
 
     /// Compile (or fetch from the cache) and describe one plugin file.
@@ -234,12 +241,14 @@ impl Runtime {
             path: path.to_owned(),
             digest,
             spec: TaskSpec::placeholder(),
+            role: None,
         };
         let info = plugin
             .describe()
             .await
             .map_err(|e| LoadError::Describe { file: file.clone(), reason: e.to_string() })?;
         plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file, reason })?;
+        plugin.role = Some(Arc::new(crate::access::Role::new(&plugin.spec.role)));
         Ok(plugin)
     }
 
@@ -300,6 +309,8 @@ pub struct Plugin {
     /// SHA-256 of the `.wasm` file, recorded on every job it completes.
     pub digest: String,
     pub spec: TaskSpec,
+    /// The database role its statements run under; none while `describe()` runs.
+    role: Option<Arc<crate::access::Role>>,
 }
 
 impl Plugin {
@@ -320,7 +331,7 @@ impl Plugin {
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryCap(self.runtime.limits.memory_bytes),
-            db: Session::new(conn, deadline),
+            db: Session::new(conn, deadline, self.runtime.policy.clone(), self.role.clone()),
             fields,
             stderr,
         };

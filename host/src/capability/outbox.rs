@@ -4,10 +4,9 @@
 //! aborted-transaction rule exactly like a plugin's own `execute`.
 use wasmtime::component::Resource;
 
-use crate::bindings::almanac::plugin::db::HostTransaction;
 use crate::bindings::almanac::plugin::outbox::{Host, PublishOutcome};
 use crate::bindings::almanac::plugin::types::{DbError, Value};
-use crate::capability::db::Transaction;
+use crate::capability::db::{Op, Output, Transaction, Who};
 use crate::plugin::HostState;
 
 const PUBLISH: &str = include_str!("outbox/publish.sql");
@@ -62,7 +61,7 @@ pub fn check(topic: &str, key: &str, payload: &[u8], content_type: &str) -> Resu
 impl Host for HostState {
     async fn publish(
         &mut self,
-        tx: Resource<Transaction>,
+        _tx: Resource<Transaction>,
         topic: String,
         key: String,
         payload: Vec<u8>,
@@ -72,14 +71,18 @@ impl Host for HostState {
             // A refused publish fails the attempt like a refused statement: a plugin that
             // swallowed it would otherwise commit its effect without the message.
             let e = DbError { sqlstate: None, message: refusal.to_string(), retryable: false };
-            self.db.failure.get_or_insert_with(|| e.clone());
-            return Ok(Err(e));
+            return Ok(Err(self.db.fail(e)));
         }
         let task = if self.fields.task.is_empty() { Value::Null } else { Value::Text(self.fields.task.clone()) };
         let params = vec![Value::Text(topic), Value::Text(key), Value::Bytes(payload), Value::Text(content_type), task];
-        // The db interface's own execute: same connection, statement policy, deadline,
-        // cancel-on-deadline and first-error bookkeeping as the plugin's statements.
-        let inserted = HostTransaction::execute(self, tx, PUBLISH.to_owned(), params).await?;
+        // The db interface's own path: same connection, deadline, cancel-on-deadline and
+        // first-error bookkeeping as the plugin's statements, but sent as the host (the
+        // plugin's role has no privilege on `almanac.outbox`, by design).
+        let inserted = match self.db.run(PUBLISH.to_owned(), params, Op::Execute, Who::Host).await? {
+            Ok(Output::Count(n)) => Ok(n),
+            Ok(Output::Rows(_)) => unreachable!("an execute returns a count"),
+            Err(e) => Err(e),
+        };
         Ok(inserted.map(|n| if n == 0 { PublishOutcome::AlreadyPublished } else { PublishOutcome::Published }))
     }
 }

@@ -119,6 +119,12 @@ struct RunArgs {
     /// Linear memory limit per plugin instance, in MiB.
     #[arg(long, default_value_t = 64)]
     memory_limit_mib: usize,
+    /// Lift an entry of the plugins' function deny list (e.g. `pg_sleep`); repeatable.
+    #[arg(long = "allow-function", value_name = "NAME")]
+    allow_functions: Vec<String>,
+    /// Deny plugins one more function (`name`, or `prefix*`); repeatable.
+    #[arg(long = "deny-function", value_name = "NAME")]
+    deny_functions: Vec<String>,
     /// First retry delay (doubles per attempt, with jitter).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     retry_base: Duration,
@@ -173,7 +179,12 @@ impl RunArgs {
             plugins_dir: self.plugins.clone(),
             config: self.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists())),
             cache_dir: Some(self.cache_dir.clone().unwrap_or_else(|| data_dir.join("cache"))),
-            limits: plugin::Limits { memory_bytes: self.memory_limit_mib << 20, instances: (self.workers as u32) * 2 + 8 },
+            limits: plugin::Limits {
+                memory_bytes: self.memory_limit_mib << 20,
+                instances: (self.workers as u32) * 2 + 8,
+                allow_functions: self.allow_functions.clone(),
+                deny_functions: self.deny_functions.clone(),
+            },
             executor: executor::Options {
                 workers: self.workers,
                 batch: usize::from(self.batch),

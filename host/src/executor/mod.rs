@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
-use futures_util::future::{try_join, try_join3};
+use futures_util::future::try_join3;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -180,7 +180,10 @@ pub async fn run_batch(
     slots: &mut SlotCache,
 ) -> Result<BatchOutcome, BatchError> {
     let mut outcome = BatchOutcome::default();
-    let claim = conn.prepare_cached(CLAIM).await?;
+    // Prepared before any plugin runs: a statement is parsed under the role current at
+    // the time, and a plugin's role may not even look into schema almanac.
+    let (claim, done, failed) = try_join3(conn.prepare_cached(CLAIM), conn.prepare_cached(MARK_DONE), conn.prepare_cached(MARK_FAILED)).await?;
+    let statements = Statements { done, failed };
     let limit = options.batch as i64;
     let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), conn.query(&claim, &[&tasks, &limit]), conn.batch_execute("SAVEPOINT job")).await?;
     outcome.claimed = rows.len();
@@ -207,7 +210,7 @@ pub async fn run_batch(
             payload,
         };
         let span = tracing::info_span!("job", task = %task, slot = %job.slot.label, key = %key, attempt = job.attempt);
-        match run_job(conn, plugin, &job, slot, options, follow).instrument(span).await? {
+        match run_job(conn, &statements, plugin, &job, slot, options, follow).instrument(span).await? {
             JobResult::Done => outcome.done += 1,
             JobResult::Failed { cancelled } => {
                 outcome.failed += 1;
@@ -221,6 +224,12 @@ pub async fn run_batch(
     Ok(outcome)
 }
 
+/// The host's own per-job statements, prepared on this connection.
+struct Statements {
+    done: tokio_postgres::Statement,
+    failed: tokio_postgres::Statement,
+}
+
 enum JobResult {
     Done,
     Failed { cancelled: bool },
@@ -230,6 +239,7 @@ enum JobResult {
 /// (the next SAVEPOINT, or COMMIT) in the same round trip.
 async fn run_job(
     conn: &Arc<Object>,
+    statements: &Statements,
     plugin: &crate::plugin::Plugin,
     job: &Job,
     slot: DateTime<Utc>,
@@ -240,10 +250,10 @@ async fn run_job(
     let started = std::time::Instant::now();
     match plugin.run(conn, job).await {
         Ok(()) => {
-            let done = conn.prepare_cached(MARK_DONE).await?;
+            // RESET ROLE first: the plugin's role must not outlive its call.
             try_join3(
-                conn.batch_execute("RELEASE SAVEPOINT job"),
-                conn.execute(&done, &[task, &slot, key, &plugin.digest]),
+                conn.batch_execute("RESET ROLE; RELEASE SAVEPOINT job"),
+                conn.execute(&statements.done, &[task, &slot, key, &plugin.digest]),
                 conn.batch_execute(follow),
             )
             .await?;
@@ -256,12 +266,10 @@ async fn run_job(
             let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
             let delay = crate::backoff::delay(options.retry_base, options.retry_max, job.attempt);
             let message = e.to_string();
-            // The failed statement may have aborted the transaction, and an aborted
-            // transaction refuses even a Parse: roll back to the savepoint before the
-            // record's statement is prepared (on this connection's first failure).
-            let (_, failed) = try_join(conn.batch_execute("ROLLBACK TO SAVEPOINT job"), conn.prepare_cached(MARK_FAILED)).await?;
-            try_join(
-                conn.execute(&failed, &[task, &slot, key, &message, &give_up, &delay.as_secs_f64(), &plugin.digest]),
+            // ROLLBACK TO undoes the plugin's writes and its SET LOCAL ROLE together.
+            try_join3(
+                conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
+                conn.execute(&statements.failed, &[task, &slot, key, &message, &give_up, &delay.as_secs_f64(), &plugin.digest]),
                 conn.batch_execute(follow),
             )
             .await?;

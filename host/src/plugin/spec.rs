@@ -2,7 +2,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::bindings::exports::almanac::plugin::task::{CatchUp as WitCatchUp, TaskInfo};
+use crate::access::TableGrant;
+use crate::bindings::exports::almanac::plugin::task::{Access, CatchUp as WitCatchUp, TaskInfo};
 use crate::calendar::Schedule;
 
 /// What to do with slots missed during downtime.
@@ -35,7 +36,11 @@ pub struct TaskSpec {
     pub catch_up: CatchUp,
     pub max_attempts: u32,
     pub timeout: Duration,
+    /// The tables the plugin declares; its database role may use these and no others.
+    pub tables: Vec<TableGrant>,
     pub setup: Vec<String>,
+    /// The database role its statements run under.
+    pub role: String,
 }
 
 impl TaskSpec {
@@ -48,7 +53,9 @@ impl TaskSpec {
             catch_up: CatchUp::All,
             max_attempts: 1,
             timeout: Duration::from_secs(10),
+            tables: Vec::new(),
             setup: Vec::new(),
+            role: String::new(),
         }
     }
 
@@ -74,13 +81,24 @@ impl TaskSpec {
             WitCatchUp::Latest => CatchUp::Latest,
             WitCatchUp::Window(secs) => CatchUp::Window(Duration::from_secs(secs)),
         };
+        let mut tables: Vec<TableGrant> = Vec::new();
+        for declared in info.tables {
+            crate::access::check_table_name(&declared.name).map_err(|e| format!("task {:?}: {e}", info.name))?;
+            let write = matches!(declared.access, Access::Write);
+            match tables.iter_mut().find(|t| t.name == declared.name) {
+                Some(existing) => existing.write |= write,
+                None => tables.push(TableGrant { name: declared.name, write }),
+            }
+        }
         Ok(TaskSpec {
+            role: crate::access::role_name(&info.name),
             name: info.name,
             version: info.version,
             schedule,
             catch_up,
             max_attempts: info.max_attempts,
             timeout: Duration::from_millis(u64::from(info.timeout_ms)),
+            tables,
             setup: info.setup,
         })
     }

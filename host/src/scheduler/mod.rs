@@ -3,6 +3,7 @@
 //! inserts the jobs and advances the cursor, all in one transaction per bounded batch
 //! of slots. A crash between batches resumes from the last committed slot; a second
 //! scheduler finds the row locked and skips it.
+use futures_util::future::try_join;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -251,7 +252,11 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
             .plan(conn, &wit_slot, after.as_deref(), options.plan_page)
             .await
             .map_err(|error| SchedulerError::Plan { task: spec.name.clone(), slot: slot.label.clone(), error })?;
-        let Some(last) = keys.last() else { break };
+        // The plugin's statements ran under its role; the host's own follow as the host.
+        let Some(last) = keys.last() else {
+            conn.batch_execute("RESET ROLE").await?;
+            break;
+        };
         if keys.len() > options.plan_page as usize {
             return Err(bad(format!("{} keys for a page of {}", keys.len(), options.plan_page)));
         }
@@ -261,7 +266,8 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
         if after.as_deref() == Some(last.as_str()) {
             return Err(bad(format!("the page after {last:?} again (paging does not advance)")));
         }
-        inserted += conn.execute(&insert, &[&spec.name, &slot.start, &keys]).await?;
+        let (_, n) = try_join(conn.batch_execute("RESET ROLE"), conn.execute(&insert, &[&spec.name, &slot.start, &keys])).await?;
+        inserted += n;
         planned += keys.len() as u64;
         after = Some(last.clone());
     }

@@ -221,6 +221,8 @@ impl HostProc {
             .arg("--cache-dir")
             .arg(shared().cache.path())
             .args(["--tick", "100ms", "--poll-interval", "100ms", "--retry-base", "20ms", "--shutdown-grace", "10s"])
+            // fixture-sleeper holds a job open with pg_sleep, which plugins are denied by default.
+            .args(["--allow-function", "pg_sleep"])
             .args(extra)
             .env("DATABASE_URL", url)
             .env("RUST_LOG", "info")

@@ -10,12 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Object;
+use futures_util::future::try_join;
 use tokio_postgres::NoTls;
 use wasmtime::component::Resource;
 
 use crate::bindings::almanac::plugin::db::{Host, HostTransaction};
 use crate::bindings::almanac::plugin::types::{DbError, Rows, Value};
 use crate::plugin::HostState;
+pub use policy::Policy;
 
 /// The rep of the WIT `transaction` resource.
 pub struct Transaction;
@@ -27,12 +29,12 @@ const STATEMENT_CACHE_LIMIT: usize = 256;
 /// How long a cancelled statement may take to report its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
-enum Op {
+pub(crate) enum Op {
     Query,
     Execute,
 }
 
-enum Output {
+pub(crate) enum Output {
     Rows(Vec<tokio_postgres::Row>),
     Count(u64),
 }
@@ -50,10 +52,25 @@ pub enum Lent {
     Noop,
 }
 
+/// Whose statement a [`Session`] sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// The plugin's: checked by the statement policy, run under the plugin's role.
+    Plugin,
+    /// The host's own on the plugin's behalf (an outbox insert): run as the host.
+    Host,
+}
+
 /// The database side of one plugin call.
 pub struct Session {
     conn: Lent,
     deadline: Instant,
+    policy: Arc<Policy>,
+    /// The plugin's database role; none only for `describe()` and the benchmark.
+    role: Option<Arc<crate::access::Role>>,
+    /// `SET LOCAL ROLE` has been sent in this call. The host undoes it (RESET ROLE, or
+    /// ROLLBACK TO the job's savepoint) before its own statements.
+    pub role_active: bool,
     /// The first statement error of this call. PostgreSQL aborts the transaction on any
     /// error, so the call has failed whatever the plugin does next.
     pub failure: Option<DbError>,
@@ -64,11 +81,11 @@ pub struct Session {
 }
 
 impl Session {
-    pub fn new(conn: Lent, deadline: Instant) -> Self {
-        Session { conn, deadline, failure: None, deadline_hit: false, broken: false }
+    pub fn new(conn: Lent, deadline: Instant, policy: Arc<Policy>, role: Option<Arc<crate::access::Role>>) -> Self {
+        Session { conn, deadline, policy, role, role_active: false, failure: None, deadline_hit: false, broken: false }
     }
 
-    async fn run(&mut self, sql: String, params: Vec<Value>, op: Op) -> wasmtime::Result<Result<Output, DbError>> {
+    pub(crate) async fn run(&mut self, sql: String, params: Vec<Value>, op: Op, who: Who) -> wasmtime::Result<Result<Output, DbError>> {
         if let Some(first) = &self.failure {
             return Ok(Err(DbError {
                 sqlstate: first.sqlstate.clone(),
@@ -76,8 +93,10 @@ impl Session {
                 retryable: first.retryable,
             }));
         }
-        if let Err(refusal) = policy::check(&sql) {
-            return Ok(Err(self.fail(DbError { sqlstate: None, message: refusal.to_string(), retryable: false })));
+        if who == Who::Plugin {
+            if let Err(refusal) = self.policy.check(&sql) {
+                return Ok(Err(self.fail(DbError { sqlstate: refusal.sqlstate(), message: refusal.to_string(), retryable: false })));
+            }
         }
         let conn = match &self.conn {
             Lent::Conn(conn) => conn.clone(),
@@ -95,17 +114,38 @@ impl Session {
                 })))
             }
         };
+        // The role switches this statement needs, sent in the same round trip: the
+        // plugin's role before its first statement; for the host's own statement, the
+        // host's role before it and the plugin's again after it.
+        let role = self.role.clone();
+        let (before, after) = match (who, &role, self.role_active) {
+            (Who::Plugin, Some(role), false) => (Some(role.set.as_str()), None),
+            (Who::Host, Some(role), true) => (Some("RESET ROLE"), Some(role.set.as_str())),
+            _ => (None, None),
+        };
         let params: Vec<value::Param> = params.iter().map(value::Param).collect();
         let refs: Vec<&(dyn postgres_types::ToSql + Sync)> =
             params.iter().map(|p| p as &(dyn postgres_types::ToSql + Sync)).collect();
-        let work = async {
+        let statement = async {
             if conn.statement_cache.size() > STATEMENT_CACHE_LIMIT {
                 conn.statement_cache.clear();
             }
+            // Parsed after the switch: name lookup (schema privileges) is checked then.
             let statement = conn.prepare_cached(&sql).await?;
-            match op {
+            let output = match op {
                 Op::Query => conn.query(&statement, &refs).await.map(Output::Rows),
                 Op::Execute => conn.execute(&statement, &refs).await.map(Output::Count),
+            };
+            match after {
+                Some(switch) => try_join(async { output }, conn.batch_execute(switch)).await.map(|(o, _)| o),
+                None => output,
+            }
+        };
+        let work = async {
+            match before {
+                // Polled first, so sent first: the switch precedes the statement.
+                Some(switch) => try_join(conn.batch_execute(switch), statement).await.map(|(_, o)| o),
+                None => statement.await,
             }
         };
         tokio::pin!(work);
@@ -123,17 +163,29 @@ impl Session {
             }
         };
         match outcome {
-            Ok(v) => Ok(Ok(v)),
+            Ok(v) => {
+                if who == Who::Plugin && before.is_some() {
+                    self.role_active = true;
+                }
+                Ok(Ok(v))
+            }
             Err(e) => {
                 if e.is_closed() {
                     self.broken = true;
                 }
-                Ok(Err(self.fail(db_error(&e))))
+                let mut error = db_error(&e);
+                if let (Some("42501"), Some(role)) = (error.sqlstate.as_deref(), &role) {
+                    error.message.push_str(&format!(
+                        " (the plugin runs as role {}, which may use only the tables its describe() declares)",
+                        role.name
+                    ));
+                }
+                Ok(Err(self.fail(error)))
             }
         }
     }
 
-    fn fail(&mut self, e: DbError) -> DbError {
+    pub(crate) fn fail(&mut self, e: DbError) -> DbError {
         self.failure.get_or_insert_with(|| e.clone());
         e
     }
@@ -180,7 +232,7 @@ impl HostTransaction for HostState {
         sql: String,
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<Rows, DbError>> {
-        let rows = match self.db.run(sql, params, Op::Query).await? {
+        let rows = match self.db.run(sql, params, Op::Query, Who::Plugin).await? {
             Ok(Output::Rows(rows)) => rows,
             Ok(Output::Count(_)) => unreachable!("a query returns rows"),
             Err(e) => return Ok(Err(e)),
@@ -207,7 +259,7 @@ impl HostTransaction for HostState {
         sql: String,
         params: Vec<Value>,
     ) -> wasmtime::Result<Result<u64, DbError>> {
-        Ok(match self.db.run(sql, params, Op::Execute).await? {
+        Ok(match self.db.run(sql, params, Op::Execute, Who::Plugin).await? {
             Ok(Output::Count(n)) => Ok(n),
             Ok(Output::Rows(_)) => unreachable!("an execute returns a count"),
             Err(e) => Err(e),

@@ -1,0 +1,237 @@
+//! Least privilege in the database. Each plugin runs its statements under its own
+//! `NOLOGIN` role (`SET LOCAL ROLE` inside the job's transaction), and that role holds
+//! exactly the table privileges the plugin's `describe()` declares: never anything in
+//! schema `almanac`, never another plugin's undeclared table.
+//!
+//! The host's own connection role needs no superuser: it must be able to create roles
+//! (`CREATEROLE`), or find them created for it, be a member of each plugin role, and
+//! own (or hold `WITH GRANT OPTION`) the tables it grants.
+use tokio_postgres::{GenericClient, Transaction};
+
+/// The host's own view of its connection role.
+const WHO_AM_I: &str = "SELECT current_user::text, rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user";
+const ROLE_EXISTS: &str = "SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles WHERE rolname = $1";
+/// Everything the role holds in this database now: revoked before the declared set is
+/// granted, so a table dropped from a new version's declaration loses its grant.
+const HELD_TABLES: &str = "SELECT c.oid::regclass::text FROM pg_class c, aclexplode(c.relacl) a
+     WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)";
+const HELD_SCHEMAS: &str = "SELECT quote_ident(n.nspname) FROM pg_namespace n, aclexplode(n.nspacl) a
+     WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)";
+/// A declared table as the server resolves it (the session's search_path applies).
+const RESOLVE_TABLE: &str = "SELECT c.oid::regclass::text, n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.oid = to_regclass($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')";
+/// Sequences behind a table's serial or identity columns: writers need them.
+const OWNED_SEQUENCES: &str = "SELECT s.oid::regclass::text FROM pg_depend d JOIN pg_class s ON s.oid = d.objid
+     WHERE d.classid = 'pg_class'::regclass AND d.refobjid = to_regclass($1) AND s.relkind = 'S' AND d.deptype IN ('a', 'i')";
+
+/// Schemas no plugin role is ever granted anything in.
+const HOST_SCHEMAS: &[&str] = &["almanac", "pg_catalog", "information_schema", "pg_toast"];
+
+/// One table a plugin declares, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableGrant {
+    /// As the plugin's SQL names it: `accounts` or `schema.table`.
+    pub name: String,
+    /// INSERT, UPDATE and DELETE as well as SELECT.
+    pub write: bool,
+}
+
+impl TableGrant {
+    fn privileges(&self) -> &'static str {
+        if self.write {
+            "SELECT, INSERT, UPDATE, DELETE"
+        } else {
+            "SELECT"
+        }
+    }
+}
+
+/// Check a declared table name: lowercase identifiers, at most one schema, not a
+/// host schema.
+pub fn check_table_name(name: &str) -> Result<(), String> {
+    let parts: Vec<&str> = name.split('.').collect();
+    let ident_ok = |p: &&str| {
+        !p.is_empty() && p.len() <= 63 && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') && !p.as_bytes()[0].is_ascii_digit()
+    };
+    if parts.len() > 2 || !parts.iter().all(ident_ok) {
+        return Err(format!("table {name:?} is invalid: use lowercase letters, digits and '_', as `table` or `schema.table`"));
+    }
+    if parts.len() == 2 && (HOST_SCHEMAS.contains(&parts[0]) || parts[0].starts_with("pg_")) {
+        return Err(format!("table {name:?} is in schema {}, which belongs to the host", parts[0]));
+    }
+    Ok(())
+}
+
+/// The database role a task's statements run under. Role names are cluster-wide and at
+/// most 63 bytes; a long task name is shortened and made unique with a digest.
+pub fn role_name(task: &str) -> String {
+    let name = format!("almanac_task_{task}");
+    if name.len() <= 63 {
+        return name;
+    }
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(task.as_bytes()));
+    format!("{}_{}", &name[..50], &digest[..12])
+}
+
+/// `name` as a quoted SQL identifier.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The statement that makes a task's role current for the rest of the (sub)transaction.
+pub fn set_role_sql(role: &str) -> String {
+    format!("SET LOCAL ROLE {}", quote_ident(role))
+}
+
+/// A plugin's role, as a call's session uses it.
+#[derive(Debug)]
+pub struct Role {
+    pub name: String,
+    /// `SET LOCAL ROLE "<name>"`.
+    pub set: String,
+}
+
+impl Role {
+    pub fn new(name: &str) -> Role {
+        Role { name: name.to_owned(), set: set_role_sql(name) }
+    }
+}
+
+/// Why a plugin's database access could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum AccessError {
+    #[error("cannot create its database role {role}: {reason}. The host's role needs CREATEROLE, or create the role beforehand: CREATE ROLE \"{role}\" NOLOGIN; GRANT \"{role}\" TO <host role>")]
+    CreateRole { role: String, reason: String },
+    #[error("it declares table {table}, which does not exist (create it first, or in the plugin's setup)")]
+    MissingTable { table: String },
+    #[error("it declares table {table}, which resolves to {resolved} in schema {schema}, which belongs to the host")]
+    HostTable { table: String, resolved: String, schema: String },
+    #[error("cannot grant {privileges} on {table} to {role}: {reason}. The host's role must own the table or hold these privileges WITH GRANT OPTION")]
+    Grant { privileges: String, table: String, role: String, reason: String },
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+}
+
+/// Who the host is connected as.
+pub struct HostRole {
+    pub name: String,
+    pub superuser: bool,
+    pub create_role: bool,
+}
+
+/// Look at the host's own role and say loudly if it is more than it needs to be.
+pub async fn check_host_role(client: &impl GenericClient) -> Result<HostRole, tokio_postgres::Error> {
+    let row = client.query_one(WHO_AM_I, &[]).await?;
+    let role = HostRole { name: row.get(0), superuser: row.get(1), create_role: row.get(2) };
+    if role.superuser {
+        tracing::warn!(
+            role = %role.name,
+            "CONNECTED AS A SUPERUSER: Almanac does not need it. Plugins stay confined to their own roles and the statement policy, \
+             but a superuser host is one bug away from owning the cluster. Connect as an ordinary role with CREATEROLE that owns \
+             schema almanac (README: \"Database roles\")"
+        );
+    } else if !role.create_role {
+        tracing::info!(role = %role.name, "the host's role lacks CREATEROLE: plugin roles must already exist and be granted to it");
+    }
+    Ok(role)
+}
+
+/// Create the role if it is missing and make the host a member, so it can `SET ROLE`.
+/// Roles are shared by every database of the cluster, so another host may be doing the
+/// same right now: a lost race is retried, not reported.
+pub async fn ensure_role(client: &impl GenericClient, role: &str) -> Result<(), AccessError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let outcome = async {
+            match client.query_opt(ROLE_EXISTS, &[&role]).await?.map(|row| row.get::<_, bool>(0)) {
+                Some(true) => Ok(()),
+                Some(false) => client.batch_execute(&format!("GRANT {} TO CURRENT_USER", quote_ident(role))).await,
+                None => {
+                    client
+                        .batch_execute(&format!("CREATE ROLE {0} NOLOGIN; GRANT {0} TO CURRENT_USER", quote_ident(role)))
+                        .await
+                }
+            }
+        }
+        .await;
+        match outcome {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < 5 && lost_race(&e) => continue,
+            Err(e) => return Err(AccessError::CreateRole { role: role.to_owned(), reason: crate::db::error_chain(&e) }),
+        }
+    }
+}
+
+/// Two sessions creating or granting the same role: a unique violation, a duplicate,
+/// or "tuple concurrently updated".
+fn lost_race(e: &tokio_postgres::Error) -> bool {
+    e.code().is_some_and(|c| ["23505", "42710", "XX000", "40001"].contains(&c.code()))
+}
+
+/// Make `role`'s privileges in this database exactly `tables`, inside `tx`.
+pub async fn grant(tx: &Transaction<'_>, role: &str, tables: &[TableGrant]) -> Result<(), AccessError> {
+    let grantee = quote_ident(role);
+    for row in tx.query(HELD_TABLES, &[&role]).await? {
+        let table: String = row.get(0);
+        tx.batch_execute(&format!("REVOKE ALL ON TABLE {table} FROM {grantee}")).await?;
+    }
+    for row in tx.query(HELD_SCHEMAS, &[&role]).await? {
+        let schema: String = row.get(0);
+        tx.batch_execute(&format!("REVOKE ALL ON SCHEMA {schema} FROM {grantee}")).await?;
+    }
+    for table in tables {
+        let Some(row) = tx.query_opt(RESOLVE_TABLE, &[&table.name]).await? else {
+            return Err(AccessError::MissingTable { table: table.name.clone() });
+        };
+        let (resolved, schema): (String, String) = (row.get(0), row.get(1));
+        if HOST_SCHEMAS.contains(&schema.as_str()) || schema.starts_with("pg_") {
+            return Err(AccessError::HostTable { table: table.name.clone(), resolved, schema });
+        }
+        let denied = |e: tokio_postgres::Error| AccessError::Grant {
+            privileges: table.privileges().to_owned(),
+            table: resolved.clone(),
+            role: role.to_owned(),
+            reason: crate::db::error_chain(&e),
+        };
+        let mut grants = format!(
+            "GRANT USAGE ON SCHEMA {} TO {grantee}; GRANT {} ON TABLE {resolved} TO {grantee};",
+            quote_ident(&schema),
+            table.privileges()
+        );
+        if table.write {
+            for row in tx.query(OWNED_SEQUENCES, &[&table.name]).await? {
+                let sequence: String = row.get(0);
+                grants.push_str(&format!(" GRANT USAGE ON SEQUENCE {sequence} TO {grantee};"));
+            }
+        }
+        tx.batch_execute(&grants).await.map_err(denied)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_table_names_are_checked() {
+        for ok in ["accounts", "points_ledger", "app.audit_2026", "t1"] {
+            assert_eq!(check_table_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "Accounts", "a.b.c", "almanac.jobs", "pg_catalog.pg_authid", "pg_temp.x", "1abc", "a;b", "a b", "\"x\""] {
+            assert!(check_table_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn role_names_fit_postgres_and_stay_distinct() {
+        assert_eq!(role_name("daily-points"), "almanac_task_daily-points");
+        let long_a = role_name(&"a".repeat(64));
+        let long_b = role_name(&format!("{}b", "a".repeat(63)));
+        assert!(long_a.len() <= 63 && long_b.len() <= 63);
+        assert_ne!(long_a, long_b);
+        assert_eq!(set_role_sql("almanac_task_daily-points"), "SET LOCAL ROLE \"almanac_task_daily-points\"");
+    }
+}
