@@ -9,5 +9,6 @@ mod catalogue;
 mod faults;
 mod operate;
 mod outbox;
+mod privilege;
 mod scheduler;
 mod reliability;

@@ -279,6 +279,8 @@ async fn enqueue_points(db: &TestDb, key: &str) {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_database_down_at_start_and_gone_while_idle_is_waited_for() {
     let pg = PrivateCluster::start(false).await;
+    let mut db = pg.db().await;
+    db.accounts(3).await;
     pg.stop_server("fast");
     let plugins = plugin_dir(&["daily_points"]);
     let mut host = HostProc::spawn_url(&pg.url(), plugins.path(), &[], &[]);
@@ -287,8 +289,7 @@ async fn a_database_down_at_start_and_gone_while_idle_is_waited_for() {
 
     pg.start_server();
     host.wait_log("plugin loaded", Duration::from_secs(30)).await;
-    let mut db = pg.db().await;
-    db.accounts(3).await;
+    db.client = connect(&db.url).await;
     enqueue_points(&db, "1").await;
     db.wait_count(&done("daily-points", "1"), 1, Duration::from_secs(30)).await;
 

@@ -108,11 +108,12 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         migrate: true,
         shutdown_grace: Duration::from_secs(10),
     };
+    // The business table exists before the host starts: daily-points declares it, and
+    // the host grants the plugin's role on it at load.
+    seed_accounts(&url, options.accounts).await?;
     let host = host::Host::start(&url, host_options.clone(), &shutdown).await?;
     let plugin = host.registry.get(TASK).cloned().context("daily-points did not load")?;
     let admin = host.pool.get().await?;
-    admin.batch_execute("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0)").await?;
-    admin.execute("INSERT INTO accounts SELECT g, 0 FROM generate_series(1, $1::bigint) g", &[&options.accounts]).await?;
 
     let mut floor = Vec::new();
     let mut almanac = Vec::new();
@@ -275,14 +276,22 @@ async fn overhead(plugin: &plugin::Plugin, calls: usize) -> anyhow::Result<f64> 
     Ok(started.elapsed().as_secs_f64() * 1e6 / calls as f64)
 }
 
+/// The seed's business table with `n` accounts at 0 points.
+async fn seed_accounts(url: &str, n: i64) -> anyhow::Result<()> {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    client.batch_execute("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0)").await?;
+    client.execute("INSERT INTO accounts SELECT g, 0 FROM generate_series(1, $1::bigint) g", &[&n]).await?;
+    client.batch_execute("VACUUM ANALYZE accounts").await?;
+    Ok(())
+}
+
 /// `almanac backfill` of one slot with `options.generate` keys, in a child process.
 async fn generation(cluster: &Cluster, options: &Options, plugins: &Path) -> anyhow::Result<(f64, f64)> {
     let url = fresh_database(cluster, "almanac_bench_depth").await?;
+    seed_accounts(&url, options.generate).await?;
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
-    client.batch_execute("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0)").await?;
-    client.execute("INSERT INTO accounts SELECT g, 0 FROM generate_series(1, $1::bigint) g", &[&options.generate]).await?;
-    client.batch_execute("VACUUM ANALYZE accounts").await?;
     let exe = std::env::current_exe()?;
     let (seconds, peak_kb, status) = {
         let (url, plugins, cache) = (url.clone(), plugins.to_owned(), options.data_dir.clone());

@@ -49,12 +49,15 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
         shutdown_grace: Duration::from_secs(10),
     };
     println!("== Almanac demo: {} accounts, task {TASK}, a {}-day outage", args.accounts, args.days);
+    // The business table comes first: daily-points declares it, and the host grants the
+    // plugin's role on it when it loads the plugin.
+    seed_accounts(url, args.accounts).await?;
     let host = host::Host::start(url, options, &shutdown).await?;
     let Some(plugin) = host.registry.get(TASK).cloned() else {
         bail!("{TASK} is not among the loaded plugins in {}", args.plugins.display());
     };
     let conn = host.pool.get().await?;
-    reset(&conn, args.accounts).await?;
+    reset(&conn).await?;
 
     // The outage: the cursor is put back as if the last host stopped `days` slots ago.
     let schedule = &plugin.spec.schedule;
@@ -141,16 +144,26 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
 }
 
 /// Start from a clean slate for the demo's tables and task.
-async fn reset(conn: &tokio_postgres::Client, accounts: i64) -> anyhow::Result<()> {
+async fn seed_accounts(url: &str, accounts: i64) -> anyhow::Result<()> {
+    let (conn, _connection) = crate::cli::connect_once(url).await?;
     conn.batch_execute(
-        "DELETE FROM almanac.jobs WHERE task = 'daily-points';
-         DELETE FROM almanac.slots WHERE task = 'daily-points';
-         TRUNCATE points_ledger;
-         DROP TABLE IF EXISTS accounts;
+        "DROP TABLE IF EXISTS accounts;
          CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0);",
     )
     .await
-    .context("resetting the demo tables")?;
+    .context("creating the demo's accounts")?;
     conn.execute("INSERT INTO accounts (id, points) SELECT g, 0 FROM generate_series(1, $1::bigint) g", &[&accounts]).await?;
+    Ok(())
+}
+
+/// Forget an earlier demo run's jobs and ledger.
+async fn reset(conn: &tokio_postgres::Client) -> anyhow::Result<()> {
+    conn.batch_execute(
+        "DELETE FROM almanac.jobs WHERE task = 'daily-points';
+         DELETE FROM almanac.slots WHERE task = 'daily-points';
+         TRUNCATE points_ledger;",
+    )
+    .await
+    .context("resetting the demo tables")?;
     Ok(())
 }
