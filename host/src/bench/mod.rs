@@ -77,6 +77,10 @@ pub struct Report {
     pub floor: Vec<Run>,
     pub almanac: Vec<Run>,
     pub plugin_overhead_us: f64,
+    /// Microseconds to parse and check one of daily-points' statements, uncached.
+    pub policy_parse_us: f64,
+    /// The same through the verdict cache, as every job after the first pays it.
+    pub policy_cached_us: f64,
     pub generation_keys: i64,
     pub generation_seconds: f64,
     pub generation_peak_rss_mb: f64,
@@ -129,6 +133,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     }
 
     let plugin_overhead_us = overhead(&plugin, options.overhead_calls).await?;
+    let (policy_parse_us, policy_cached_us) = statement_policy(options.overhead_calls * 10)?;
     let (generation_seconds, generation_peak_rss_mb) = generation(&cluster, &options, plugins.path()).await?;
     let (claim_p50_ms, claim_p99_ms, claim_plan) = claim_at_depth(&cluster, &options).await?;
     Ok(Report {
@@ -138,6 +143,8 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         floor,
         almanac,
         plugin_overhead_us,
+        policy_parse_us,
+        policy_cached_us,
         generation_keys: options.generate,
         generation_seconds,
         generation_peak_rss_mb,
@@ -255,6 +262,27 @@ async fn run_almanac(host: &host::Host, options: executor::Options, admin: &toki
     shutdown.cancel();
     executor.await?;
     Ok(())
+}
+
+/// The statement policy's cost per statement, on daily-points' own statements: a full
+/// libpg_query parse and tree walk, and a cached verdict.
+fn statement_policy(calls: usize) -> anyhow::Result<(f64, f64)> {
+    const STATEMENTS: [&str; 3] = [
+        "SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2",
+        "INSERT INTO points_ledger (task, slot, account_id, points)
+             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        "UPDATE accounts SET points = points + $2 WHERE id = $1",
+    ];
+    let policy = crate::capability::db::Policy::default();
+    let mean = |cached: bool| -> anyhow::Result<f64> {
+        let started = Instant::now();
+        for i in 0..calls {
+            let sql = STATEMENTS[i % STATEMENTS.len()];
+            if cached { policy.check(sql) } else { policy.check_uncached(sql) }.map_err(|e| anyhow::anyhow!("{sql}: {e}"))?;
+        }
+        Ok(started.elapsed().as_secs_f64() * 1e6 / calls as f64)
+    };
+    Ok((mean(false)?, mean(true)?))
 }
 
 /// Mean microseconds per `run` of the real component against a no-op transaction.

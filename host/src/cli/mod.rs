@@ -381,4 +381,4 @@ pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path
 }
 
 /// The role the host connects as on the private cluster.
-const PRIVATE_ROLE: &str = "almanac";
+const PRIVATE_ROLE: &str = "almanac_host";

@@ -165,6 +165,14 @@ impl Policy {
         verdict
     }
 
+    /// [`Policy::check`] without the cache: the full parse, for measuring it.
+    pub fn check_uncached(&self, sql: &str) -> Result<(), Refusal> {
+        if sql.len() > MAX_SQL_BYTES {
+            return Err(Refusal::TooLong(sql.len()));
+        }
+        self.decide(sql)
+    }
+
     fn decide(&self, sql: &str) -> Result<(), Refusal> {
         let parsed = parse(sql)?;
         let stmts = &parsed.protobuf.stmts;
