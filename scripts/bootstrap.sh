@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks: the wasm32-wasip2 target and the PostgreSQL
+# Installs what a fresh machine lacks: the wasm32-wasip2 target, libclang (the pg_query
+# crate generates its libpg_query bindings with bindgen at build time) and the PostgreSQL
 # server binaries (only when no DATABASE_URL is given and none are installed).
 set -euo pipefail
+sudo_cmd=""
+[ "$(id -u)" = 0 ] || sudo_cmd="sudo"
+apt_install() {
+    # The package lists may be missing or stale on a fresh machine: refresh once on failure.
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >&2 \
+        || { $sudo_cmd apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >&2; }
+}
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     echo "bootstrap: installing the wasm32-wasip2 target" >&2
     rustup target add wasm32-wasip2 >&2
+fi
+if [ -z "${LIBCLANG_PATH:-}" ] && ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/llvm-*/lib/libclang-[0-9]*.so* /usr/lib/*-linux-gnu/libclang-[0-9]*.so* >/dev/null 2>&1; then
+    echo "bootstrap: installing libclang (Debian package libclang-dev), which building pg_query needs" >&2
+    apt_install libclang-dev
 fi
 have_server() {
     [ -n "${ALMANAC_PG_BIN:-}" ] && [ -x "$ALMANAC_PG_BIN/initdb" ] && return 0
@@ -14,9 +26,6 @@ have_server() {
 if [ -z "${DATABASE_URL:-}" ] || [ "${1:-}" = "--need-server" ]; then
     if ! have_server; then
         echo "bootstrap: installing PostgreSQL server binaries (Debian package postgresql)" >&2
-        sudo_cmd=""
-        [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
-        $sudo_cmd apt-get update -qq >&2
-        DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq postgresql >&2
+        apt_install postgresql
     fi
 fi
