@@ -21,7 +21,8 @@ const POINTS: i64 = 10;
 
 impl Task for DailyPoints {
     fn describe() -> TaskInfo {
-        TaskInfo::new("daily-points", "0 0 * * *", "Asia/Shanghai").writes(&["accounts", "points_ledger"])
+        TaskInfo::new("daily-points", "0 0 * * *", "Asia/Shanghai")
+            .writes(&["accounts", "points_ledger"])
             .version(env!("CARGO_PKG_VERSION"))
             .setup(&["CREATE TABLE IF NOT EXISTS points_ledger (
                     task       text        NOT NULL,

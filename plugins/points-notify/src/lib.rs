@@ -24,7 +24,8 @@ const TOPIC: &str = "points-awarded";
 
 impl Task for PointsNotify {
     fn describe() -> TaskInfo {
-        TaskInfo::new("points-notify", "0 0 * * *", "Asia/Shanghai").writes(&["accounts", "notify_ledger"])
+        TaskInfo::new("points-notify", "0 0 * * *", "Asia/Shanghai")
+            .writes(&["accounts", "notify_ledger"])
             .version(env!("CARGO_PKG_VERSION"))
             .setup(&["CREATE TABLE IF NOT EXISTS notify_ledger (
                     task       text        NOT NULL,
