@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks: the wasm32-wasip2 target, libclang (the pg_query
 # crate generates its libpg_query bindings with bindgen at build time) and the PostgreSQL
-# server binaries (only when no DATABASE_URL is given and none are installed).
+# server binaries (only when no DATABASE_URL is given and none are installed); with
+# --need-browser, Debian's chromium for the dashboard's browser test.
 set -euo pipefail
 sudo_cmd=""
 [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
@@ -23,9 +24,20 @@ have_server() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
     command -v initdb >/dev/null 2>&1
 }
-if [ -z "${DATABASE_URL:-}" ] || [ "${1:-}" = "--need-server" ]; then
+need_server=false need_browser=false
+for arg in "$@"; do
+    case "$arg" in
+        --need-server) need_server=true ;;
+        --need-browser) need_browser=true ;;
+    esac
+done
+if [ -z "${DATABASE_URL:-}" ] || $need_server; then
     if ! have_server; then
         echo "bootstrap: installing PostgreSQL server binaries (Debian package postgresql)" >&2
         apt_install postgresql
     fi
+fi
+if $need_browser && ! command -v chromium >/dev/null 2>&1; then
+    echo "bootstrap: installing Chromium (Debian package chromium), which the dashboard's browser test drives" >&2
+    apt_install chromium
 fi

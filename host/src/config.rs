@@ -26,7 +26,6 @@ use toml::Spanned;
 
 use crate::calendar::Schedule;
 use crate::plugin::spec::{CatchUp, TaskSpec};
-use crate::plugin::Registry;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -106,33 +105,32 @@ impl Config {
         Err(ConfigError::Invalid { file: self.file.clone(), line, message })
     }
 
-    /// Apply the overrides to the loaded plugins' specs; returns per-task settings.
-    pub fn apply(&self, registry: &mut Registry) -> Result<BTreeMap<String, TaskSettings>, ConfigError> {
-        let mut settings = BTreeMap::new();
-        for (name, o) in &self.parsed.tasks {
-            let Some(spec) = registry.spec_mut(name.get_ref()) else {
-                let known = registry.tasks().join(", ");
-                return self.invalid(name.span(), format!("unknown task {:?} (loaded: {known})", name.get_ref()));
-            };
-            let updated = self.override_spec(spec, o)?;
-            *spec = updated;
-            let start_at = match &o.start_at {
-                Some(s) => Some(match parse_instant(s.get_ref(), spec.schedule.zone()) {
-                    Ok(t) => t,
-                    Err(e) => return self.invalid(s.span(), format!("start_at: {e}")),
-                }),
-                None => None,
-            };
-            let horizon = match &o.horizon {
-                Some(h) => Some(match humantime::parse_duration(h.get_ref()) {
-                    Ok(d) => d,
-                    Err(e) => return self.invalid(h.span(), format!("horizon {:?}: {e}", h.get_ref())),
-                }),
-                None => None,
-            };
-            settings.insert(name.get_ref().clone(), TaskSettings { start_at, paused: o.paused, horizon });
+    /// Apply this task's overrides, if any, to a freshly loaded plugin's spec; returns
+    /// what the configuration decides for the task beyond its spec.
+    pub fn apply_to(&self, spec: &mut TaskSpec) -> Result<TaskSettings, ConfigError> {
+        let Some((_, o)) = self.parsed.tasks.iter().find(|(name, _)| *name.get_ref() == spec.name) else {
+            return Ok(TaskSettings::default());
+        };
+        *spec = self.override_spec(spec, o)?;
+        let start_at = match &o.start_at {
+            Some(s) => Some(parse_instant(s.get_ref(), spec.schedule.zone()).or_else(|e| self.invalid(s.span(), format!("start_at: {e}")))?),
+            None => None,
+        };
+        let horizon = match &o.horizon {
+            Some(h) => Some(
+                humantime::parse_duration(h.get_ref()).or_else(|e| self.invalid(h.span(), format!("horizon {:?}: {e}", h.get_ref())))?,
+            ),
+            None => None,
+        };
+        Ok(TaskSettings { start_at, paused: o.paused, horizon })
+    }
+
+    /// Refuse overrides of tasks no plugin provides: likely a typo, never ignored.
+    pub fn check_tasks(&self, loaded: &[String]) -> Result<(), ConfigError> {
+        match self.parsed.tasks.keys().find(|name| !loaded.contains(name.get_ref())) {
+            Some(name) => self.invalid(name.span(), format!("unknown task {:?} (loaded: {})", name.get_ref(), loaded.join(", "))),
+            None => Ok(()),
         }
-        Ok(settings)
     }
 
     /// The outbox's topics and their sinks (`[outbox.topics.<topic>]`), checked.

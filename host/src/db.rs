@@ -110,3 +110,17 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     }
     out
 }
+
+/// Whether an error is the database connection failing rather than a statement's or a
+/// configuration's fault.
+pub fn is_transient(e: &(dyn std::error::Error + 'static)) -> bool {
+    std::iter::successors(Some(e), |e| e.source()).any(|cause| {
+        if let Some(pg) = cause.downcast_ref::<tokio_postgres::Error>() {
+            let code = pg.code().map(|c| c.code().to_owned());
+            return pg.is_closed()
+                || pg.as_db_error().is_none()
+                || code.is_some_and(|c| c.starts_with("08") || c.starts_with("57P"));
+        }
+        cause.is::<deadpool_postgres::PoolError>()
+    })
+}

@@ -4,7 +4,8 @@
 //! The data's path through the modules: [`calendar`] (cron + zone -> slots),
 //! [`scheduler`] (cursor -> jobs), [`executor`] (claim -> run -> commit), [`plugin`]
 //! (load, limits, instantiate) and [`capability`] (what a plugin is lent); [`outbox`]
-//! delivers the messages jobs published.
+//! delivers the messages jobs published; [`metrics`], [`dashboard`] and [`listen`] show
+//! an operator what is going on.
 pub mod access;
 pub mod backoff;
 pub mod bench;
@@ -13,9 +14,12 @@ pub mod calendar;
 pub mod capability;
 pub mod cluster;
 pub mod config;
+pub mod dashboard;
 pub mod db;
 pub mod executor;
 pub mod host;
+pub mod listen;
+pub mod metrics;
 pub mod migrate;
 pub mod operate;
 pub mod outbox;

@@ -1,5 +1,6 @@
 //! Loading plugins and calling them: one shared [`Runtime`] (engine, linker, on-disk
 //! cache of compiled code), one [`Plugin`] per component, a fresh instance per call.
+pub mod folder;
 pub mod spec;
 
 use std::collections::HashMap;
@@ -226,19 +227,30 @@ impl Runtime {
 
     /// Compile (or fetch from the cache) and describe one plugin file.
     pub async fn load(self: &Arc<Self>, path: &Path) -> Result<Plugin, LoadError> {
-        let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { file: file.clone(), source })?;
-        let digest = hex::encode(Sha256::digest(&bytes));
-        let component = self.compile(&file, &bytes, &digest)?;
+        self.load_file(PluginFile::read(path)?).await
+    }
+
+    /// Compile (or fetch from the cache) and describe a plugin file already read.
+    /// Compiling is CPU work of a second or more: it runs off the async threads, so a
+    /// reload does not stall the jobs running meanwhile.
+    pub async fn load_file(self: &Arc<Self>, file: PluginFile) -> Result<Plugin, LoadError> {
+        let PluginFile { path, bytes, digest } = file;
+        let name = path.display().to_string();
+        let component = {
+            let (runtime, file, digest) = (self.clone(), name.clone(), digest.clone());
+            tokio::task::spawn_blocking(move || runtime.compile(&file, &bytes, &digest))
+                .await
+                .map_err(|e| LoadError::Invalid { file: name.clone(), reason: format!("compilation did not finish: {e}") })??
+        };
         let pre = self
             .linker
             .instantiate_pre(&component)
             .and_then(TaskPluginPre::new)
-            .map_err(|e| LoadError::World { file: file.clone(), reason: format!("{e:#}") })?;
+            .map_err(|e| LoadError::World { file: name.clone(), reason: format!("{e:#}") })?;
         let mut plugin = Plugin {
             runtime: self.clone(),
             pre,
-            path: path.to_owned(),
+            path,
             digest,
             spec: TaskSpec::placeholder(),
             role: None,
@@ -246,8 +258,8 @@ impl Runtime {
         let info = plugin
             .describe()
             .await
-            .map_err(|e| LoadError::Describe { file: file.clone(), reason: e.to_string() })?;
-        plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file, reason })?;
+            .map_err(|e| LoadError::Describe { file: name.clone(), reason: e.to_string() })?;
+        plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file: name, reason })?;
         plugin.role = Some(Arc::new(crate::access::Role::new(&plugin.spec.role)));
         Ok(plugin)
     }
@@ -299,6 +311,21 @@ fn write_cache(path: &Path, component: &Component) -> anyhow::Result<()> {
     std::fs::write(&tmp, component.serialize().map_err(wasm_error)?)?;
     std::fs::rename(&tmp, path)?;
     Ok(())
+}
+
+/// A plugin file's bytes, read once, and their SHA-256.
+pub struct PluginFile {
+    pub path: PathBuf,
+    bytes: Vec<u8>,
+    pub digest: String,
+}
+
+impl PluginFile {
+    pub fn read(path: &Path) -> Result<PluginFile, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read { file: path.display().to_string(), source })?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        Ok(PluginFile { path: path.to_owned(), bytes, digest })
+    }
 }
 
 /// One loaded plugin: a compiled component, ready to instantiate, and its task.
@@ -457,51 +484,34 @@ fn finish<T>(
     }
 }
 
-/// The loaded plugins, by task name.
+/// The loaded plugins, by task name. Immutable once shared: a reload builds a new one
+/// and swaps it in whole ([`Loaded`]), so a batch claimed under the old one finishes on
+/// the versions it started with.
 #[derive(Default)]
 pub struct Registry {
     plugins: HashMap<String, Arc<Plugin>>,
 }
 
+/// The registry the workers read now; [`folder::Folder`] replaces it on reload.
+pub type Loaded = arc_swap::ArcSwap<Registry>;
+
 impl Registry {
-    /// Load every `*.wasm` in `dir`. A file that fails is reported and skipped; the
-    /// others load. Returns the registry and the failures.
-    pub async fn load_dir(runtime: &Arc<Runtime>, dir: &Path) -> anyhow::Result<(Registry, Vec<LoadError>)> {
-        let entries = std::fs::read_dir(dir)
-            .map_err(|e| anyhow::anyhow!("cannot read plugins directory {}: {e}", dir.display()))?;
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-            .collect();
-        files.sort();
-        let mut registry = Registry::default();
-        let mut failures = Vec::new();
-        for file in files {
-            match runtime.load(&file).await {
-                Ok(plugin) => {
-                    if let Some(other) = registry.plugins.get(plugin.name()) {
-                        failures.push(LoadError::Duplicate {
-                            file: file.display().to_string(),
-                            task: plugin.name().to_owned(),
-                            other: other.path.display().to_string(),
-                        });
-                        continue;
-                    }
-                    registry.plugins.insert(plugin.name().to_owned(), Arc::new(plugin));
-                }
-                Err(e) => failures.push(e),
-            }
+    /// Add a plugin unless its task is taken; the error names the file that has it.
+    pub fn insert(&mut self, plugin: Arc<Plugin>) -> Result<(), LoadError> {
+        if let Some(other) = self.plugins.get(plugin.name()) {
+            return Err(LoadError::Duplicate {
+                file: plugin.path.display().to_string(),
+                task: plugin.name().to_owned(),
+                other: other.path.display().to_string(),
+            });
         }
-        Ok((registry, failures))
+        self.plugins.insert(plugin.name().to_owned(), plugin);
+        Ok(())
     }
 
-    /// The spec of a loaded task, before the registry is shared.
-    pub fn spec_mut(&mut self, task: &str) -> Option<&mut TaskSpec> {
-        self.plugins.get_mut(task).and_then(Arc::get_mut).map(|p| &mut p.spec)
-    }
-
-    pub fn remove(&mut self, task: &str) -> Option<Arc<Plugin>> {
-        self.plugins.remove(task)
+    /// The plugin loaded from `path`, if any.
+    pub fn by_path(&self, path: &Path) -> Option<&Arc<Plugin>> {
+        self.plugins.values().find(|p| p.path == path)
     }
 
     pub fn get(&self, task: &str) -> Option<&Arc<Plugin>> {

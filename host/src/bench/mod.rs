@@ -111,12 +111,14 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         session: Default::default(),
         migrate: true,
         shutdown_grace: Duration::from_secs(10),
+        watch: false,
+        metrics: Default::default(),
     };
     // The business table exists before the host starts: daily-points declares it, and
     // the host grants the plugin's role on it at load.
     seed_accounts(&url, options.accounts).await?;
     let host = host::Host::start(&url, host_options.clone(), &shutdown).await?;
-    let plugin = host.registry.get(TASK).cloned().context("daily-points did not load")?;
+    let plugin = host.registry().get(TASK).cloned().context("daily-points did not load")?;
     let admin = host.pool.get().await?;
 
     let mut floor = Vec::new();
@@ -250,7 +252,7 @@ async fn run_floor(pool: &deadpool_postgres::Pool, workers: usize, batch: usize,
 async fn run_almanac(host: &host::Host, options: executor::Options, admin: &tokio_postgres::Client) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let (_wake, wake_rx) = watch::channel(0u64);
-    let executor = tokio::spawn(executor::run(host.pool.clone(), host.registry.clone(), options, wake_rx, shutdown.clone()));
+    let executor = tokio::spawn(executor::run(host.pool.clone(), host.loaded.clone(), options, Default::default(), wake_rx, shutdown.clone()));
     // Cheap through the partial index, so polling barely touches the measurement.
     loop {
         let left: bool = admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending')", &[]).await?.get(0);

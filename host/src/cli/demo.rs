@@ -47,13 +47,15 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
         session: Default::default(),
         migrate: true,
         shutdown_grace: Duration::from_secs(10),
+        watch: false,
+        metrics: Default::default(),
     };
     println!("== Almanac demo: {} accounts, task {TASK}, a {}-day outage", args.accounts, args.days);
     // The business table comes first: daily-points declares it, and the host grants the
     // plugin's role on it when it loads the plugin.
     seed_accounts(url, args.accounts).await?;
     let host = host::Host::start(url, options, &shutdown).await?;
-    let Some(plugin) = host.registry.get(TASK).cloned() else {
+    let Some(plugin) = host.registry().get(TASK).cloned() else {
         bail!("{TASK} is not among the loaded plugins in {}", args.plugins.display());
     };
     let conn = host.pool.get().await?;

@@ -113,6 +113,13 @@ struct RunArgs {
     /// Do not apply pending migrations at start.
     #[arg(long)]
     no_migrate: bool,
+    /// Serve /metrics (Prometheus), /healthz, /readyz and the dashboard (/) on this
+    /// address, e.g. 127.0.0.1:9187.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// Load the plugins folder once at start; do not watch it for new or changed files.
+    #[arg(long)]
+    no_watch: bool,
     /// Compiled-plugin cache [default: DATA_DIR/cache].
     #[arg(long)]
     cache_dir: Option<PathBuf>,
@@ -199,6 +206,8 @@ impl RunArgs {
             },
             migrate: !self.no_migrate,
             shutdown_grace: self.shutdown_grace,
+            watch: !self.no_watch,
+            metrics: Default::default(),
         }
     }
 }
@@ -239,7 +248,9 @@ fn init_logging(format: LogFormat, quiet: bool) {
         .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        // Event fields at the top level; the job's span (task, slot, key, attempt) under
+        // "span", so every line about a job can be found by its identity.
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).with_span_list(false).init(),
     }
 }
 
@@ -256,8 +267,16 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{} migration(s) applied", applied.len());
         }
         Command::Run(args) => {
+            let options = args.host_options(&cli.data_dir);
+            let observed = almanac::listen::Observed::new(options.metrics.clone());
+            if let Some(addr) = args.listen {
+                almanac::listen::bind(addr, observed.clone(), shutdown.clone()).await?;
+            }
             let url = almanac_db().await?;
-            let host = host::Host::start_retrying(&url, args.host_options(&cli.data_dir), &shutdown).await?;
+            let host = host::Host::start_retrying(&url, options, &shutdown).await?;
+            if args.listen.is_some() {
+                observed.started(host.db_config(), host.loaded.clone())?;
+            }
             host.outbox_options(args.outbox_options()).serve(shutdown).await?;
         }
         Command::Status { json } => {

@@ -187,10 +187,12 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
         session: Default::default(),
         migrate: true,
         shutdown_grace: std::time::Duration::from_secs(1),
+        watch: false,
+        metrics: Default::default(),
     };
     let host = host::Host::start(url, options.clone(), &shutdown).await?;
-    let Some(plugin) = host.registry.get(&args.task).cloned() else {
-        bail!("task {:?} is not among the plugins loaded from {} (loaded: {})", args.task, args.plugins.display(), host.registry.tasks().join(", "));
+    let Some(plugin) = host.registry().get(&args.task).cloned() else {
+        bail!("task {:?} is not among the plugins loaded from {} (loaded: {})", args.task, args.plugins.display(), host.registry().tasks().join(", "));
     };
     let zone = plugin.spec.schedule.zone();
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
-use crate::plugin::{CallError, Registry};
+use crate::metrics::{JobEnd, Metrics};
+use crate::plugin::{CallError, Loaded, Registry};
 
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_DONE: &str = include_str!("mark_done.sql");
@@ -49,12 +50,14 @@ impl Default for Options {
     }
 }
 
-/// Counters a finished batch reports.
-#[derive(Debug, Default, Clone, Copy)]
+/// What a committed batch did.
+#[derive(Debug, Default, Clone)]
 pub struct BatchOutcome {
     pub claimed: usize,
     pub done: usize,
     pub failed: usize,
+    /// Each job run: its task, how it ended and the time in the plugin.
+    pub jobs: Vec<(String, JobEnd, Duration)>,
     /// A cancel request was sent on this connection; replace it after the batch.
     pub retire_connection: bool,
 }
@@ -62,20 +65,15 @@ pub struct BatchOutcome {
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
 pub async fn run(
     pool: Pool,
-    registry: Arc<Registry>,
+    loaded: Arc<Loaded>,
     options: Options,
+    metrics: Arc<Metrics>,
     wake: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
     let mut workers = tokio::task::JoinSet::new();
     for id in 0..options.workers {
-        let worker = Worker {
-            id,
-            pool: pool.clone(),
-            registry: registry.clone(),
-            options: options.clone(),
-            tasks: registry.tasks(),
-        };
+        let worker = Worker { id, pool: pool.clone(), loaded: loaded.clone(), options: options.clone(), metrics: metrics.clone() };
         let (wake, shutdown) = (wake.clone(), shutdown.clone());
         workers.spawn(async move { worker.run(wake, shutdown).await });
     }
@@ -85,22 +83,37 @@ pub async fn run(
 struct Worker {
     id: usize,
     pool: Pool,
-    registry: Arc<Registry>,
+    loaded: Arc<Loaded>,
     options: Options,
-    tasks: Vec<String>,
+    metrics: Arc<Metrics>,
 }
 
 impl Worker {
     async fn run(self, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
         let mut idle = Duration::from_millis(10);
         let mut slots = SlotCache::default();
+        let mut registry = self.loaded.load_full();
+        let mut tasks = registry.tasks();
         while !shutdown.is_cancelled() {
             let conn = match crate::db::connect(&self.pool, &shutdown).await {
                 Ok(conn) => Arc::new(conn),
                 Err(_) => return,
             };
             while !shutdown.is_cancelled() {
-                match run_batch(&conn, &self.registry, &self.tasks, &self.options, &mut slots).await {
+                // Each batch claims for the plugins loaded now and runs on them to the end,
+                // even if a reload swaps in new versions meanwhile.
+                let now = self.loaded.load_full();
+                if !Arc::ptr_eq(&now, &registry) {
+                    tasks = now.tasks();
+                    registry = now;
+                }
+                let result = run_batch(&conn, &registry, &tasks, &self.options, &mut slots).await;
+                if let Ok(outcome) = &result {
+                    for (task, end, elapsed) in &outcome.jobs {
+                        self.metrics.record_job(task, *end, *elapsed);
+                    }
+                }
+                match result {
                     Ok(outcome) if outcome.retire_connection => {
                         tracing::debug!(worker = self.id, "replacing a connection that carried a cancel request");
                         discard(conn);
@@ -210,13 +223,13 @@ pub async fn run_batch(
             payload,
         };
         let span = tracing::info_span!("job", task = %task, slot = %job.slot.label, key = %key, attempt = job.attempt);
-        match run_job(conn, &statements, plugin, &job, slot, options, follow).instrument(span).await? {
-            JobResult::Done => outcome.done += 1,
-            JobResult::Failed { cancelled } => {
-                outcome.failed += 1;
-                outcome.retire_connection |= cancelled;
-            }
+        let run = run_job(conn, &statements, plugin, &job, slot, options, follow).instrument(span).await?;
+        match run.end {
+            JobEnd::Done => outcome.done += 1,
+            JobEnd::Retried | JobEnd::Failed => outcome.failed += 1,
         }
+        outcome.retire_connection |= run.cancelled;
+        outcome.jobs.push((task, run.end, run.elapsed));
     }
     if rows.is_empty() {
         conn.batch_execute("COMMIT").await?;
@@ -230,9 +243,11 @@ struct Statements {
     failed: tokio_postgres::Statement,
 }
 
-enum JobResult {
-    Done,
-    Failed { cancelled: bool },
+/// How one job ended, and whether its connection carried a cancel request.
+struct JobRun {
+    end: JobEnd,
+    elapsed: Duration,
+    cancelled: bool,
 }
 
 /// Run one claimed job in the open savepoint, record the result and send `follow`
@@ -245,10 +260,12 @@ async fn run_job(
     slot: DateTime<Utc>,
     options: &Options,
     follow: &str,
-) -> Result<JobResult, BatchError> {
+) -> Result<JobRun, BatchError> {
     let (task, key) = (&job.task, &job.key);
     let started = std::time::Instant::now();
-    match plugin.run(conn, job).await {
+    let result = plugin.run(conn, job).await;
+    let elapsed = started.elapsed();
+    match result {
         Ok(()) => {
             // RESET ROLE first: the plugin's role must not outlive its call.
             try_join3(
@@ -257,8 +274,8 @@ async fn run_job(
                 conn.batch_execute(follow),
             )
             .await?;
-            tracing::debug!(elapsed = ?started.elapsed(), "job done");
-            Ok(JobResult::Done)
+            tracing::debug!(?elapsed, "job done");
+            Ok(JobRun { end: JobEnd::Done, elapsed, cancelled: false })
         }
         Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
         Err(e) => {
@@ -278,7 +295,8 @@ async fn run_job(
             } else {
                 tracing::info!(error = %message, retry_in = ?delay, "job attempt failed");
             }
-            Ok(JobResult::Failed { cancelled })
+            let end = if give_up { JobEnd::Failed } else { JobEnd::Retried };
+            Ok(JobRun { end, elapsed, cancelled })
         }
     }
 }

@@ -4,7 +4,7 @@
 //! of slots. A crash between batches resumes from the last committed slot; a second
 //! scheduler finds the row locked and skips it.
 use futures_util::future::try_join;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::bindings::almanac::plugin::types::Slot as WitSlot;
 use crate::calendar::Slot;
 use crate::config::TaskSettings;
-use crate::plugin::{spec::CatchUp, CallError, Plugin, Registry};
+use crate::plugin::{spec::CatchUp, CallError, Loaded, Plugin};
 
 const LOCK_SCHEDULE: &str = include_str!("lock_schedule.sql");
 const INSERT_JOBS: &str = include_str!("insert_jobs.sql");
@@ -67,31 +67,27 @@ pub struct TickOutcome {
     pub more: bool,
 }
 
-/// Make sure every loaded task has its schedule row with its effective settings.
+/// Make sure a loaded task has its schedule row with its effective settings.
 pub async fn register(
-    conn: &Object,
-    registry: &Registry,
-    settings: &BTreeMap<String, TaskSettings>,
+    client: &impl tokio_postgres::GenericClient,
+    spec: &crate::plugin::TaskSpec,
+    settings: &TaskSettings,
 ) -> Result<(), tokio_postgres::Error> {
-    let statement = conn.prepare_cached(REGISTER_SCHEDULE).await?;
-    for plugin in registry.iter() {
-        let spec = &plugin.spec;
-        let task = settings.get(&spec.name).cloned().unwrap_or_default();
-        let horizon = task.horizon.unwrap_or_else(|| crate::config::default_horizon(spec.catch_up));
-        conn.execute(
-            &statement,
+    let horizon = settings.horizon.unwrap_or_else(|| crate::config::default_horizon(spec.catch_up));
+    client
+        .execute(
+            REGISTER_SCHEDULE,
             &[
                 &spec.name,
                 &spec.schedule.cron(),
                 &spec.schedule.zone().name(),
                 &spec.catch_up.to_string(),
-                &task.start_at,
-                &task.paused,
+                &settings.start_at,
+                &settings.paused,
                 &horizon.as_secs_f64(),
             ],
         )
         .await?;
-    }
     Ok(())
 }
 
@@ -276,12 +272,14 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
 
 /// Tick every task until `shutdown`. A task whose plan keeps failing is retried with
 /// backoff, without holding up the others.
-pub async fn run(pool: Pool, registry: Arc<Registry>, options: Options, shutdown: CancellationToken) {
+pub async fn run(pool: Pool, loaded: Arc<Loaded>, options: Options, shutdown: CancellationToken) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
     while !shutdown.is_cancelled() {
         let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
         let conn = Arc::new(conn);
         let mut healthy = true;
+        // The plugins as loaded now; a reload meanwhile is seen on the next round.
+        let registry = loaded.load_full();
         for plugin in registry.iter() {
             let name = plugin.name().to_owned();
             if backoff.get(&name).is_some_and(|(until, _)| Instant::now() < *until) {

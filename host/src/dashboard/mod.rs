@@ -1,0 +1,118 @@
+//! The dashboard (`/` on `almanac run --listen`): a read-only page that fetches
+//! [`overview`] as JSON every few seconds and draws it. One file, no build step, no CDN.
+//!
+//! Cost: the per-task counts are `almanac status`'s query, which reads every job row; the
+//! rest reads indexes. It runs only while somebody has the page open.
+use axum::response::Html;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_postgres::Client;
+
+use crate::plugin::Registry;
+use crate::status::TaskStatus;
+
+const FAILURES: &str = include_str!("failures.sql");
+const TOPICS: &str = include_str!("topics.sql");
+
+/// Failed attempts shown, newest first.
+const FAILURES_SHOWN: i64 = 20;
+/// Dead outbox messages shown, newest first.
+const DEAD_SHOWN: i64 = 10;
+
+pub async fn page() -> Html<&'static str> {
+    Html(include_str!("page.html"))
+}
+
+/// Everything the page shows.
+#[derive(Debug, Serialize)]
+pub struct Overview {
+    pub generated_at: DateTime<Utc>,
+    pub tasks: Vec<Task>,
+    pub failures: Vec<Failure>,
+    pub topics: Vec<Topic>,
+    pub dead_messages: Vec<crate::outbox::operate::MessageRow>,
+    pub plugins: Vec<LoadedPlugin>,
+}
+
+/// A task's schedule and counts, with the schedule's instants also in its own zone.
+#[derive(Debug, Serialize)]
+pub struct Task {
+    #[serde(flatten)]
+    pub status: TaskStatus,
+    pub cursor_local: Option<String>,
+    pub next_slot_local: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Failure {
+    pub task: String,
+    pub slot: DateTime<Utc>,
+    pub key: String,
+    pub attempt: i32,
+    pub error: String,
+    pub failed_at: DateTime<Utc>,
+    /// Where the job stands now: `failed` (for good), `pending` (will retry) or `done`.
+    pub job_status: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Topic {
+    pub topic: String,
+    pub pending: i64,
+    pub dead: i64,
+    pub delivered: i64,
+}
+
+/// A plugin this host serves now.
+#[derive(Debug, Serialize)]
+pub struct LoadedPlugin {
+    pub task: String,
+    pub version: String,
+    pub digest: String,
+    pub file: String,
+}
+
+pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, tokio_postgres::Error> {
+    let (statuses, failures, topics, dead_messages) = futures_util::future::try_join4(
+        crate::status::report(client),
+        client.query(FAILURES, &[&FAILURES_SHOWN]),
+        client.query(TOPICS, &[]),
+        crate::outbox::operate::list(client, Some("dead"), None, DEAD_SHOWN),
+    )
+    .await?;
+    Ok(Overview {
+        generated_at: Utc::now(),
+        tasks: statuses.into_iter().map(Task::from).collect(),
+        failures: failures
+            .iter()
+            .map(|r| Failure {
+                task: r.get(0),
+                slot: r.get(1),
+                key: r.get(2),
+                attempt: r.get(3),
+                error: r.get(4),
+                failed_at: r.get(5),
+                job_status: r.get(6),
+            })
+            .collect(),
+        topics: topics.iter().map(|r| Topic { topic: r.get(0), pending: r.get(1), dead: r.get(2), delivered: r.get(3) }).collect(),
+        dead_messages,
+        plugins: registry
+            .iter()
+            .map(|p| LoadedPlugin {
+                task: p.name().to_owned(),
+                version: p.spec.version.clone(),
+                digest: p.digest.clone(),
+                file: p.path.display().to_string(),
+            })
+            .collect(),
+    })
+}
+
+impl From<TaskStatus> for Task {
+    fn from(status: TaskStatus) -> Task {
+        let zone: Option<chrono_tz::Tz> = status.zone.as_deref().and_then(|z| z.parse().ok());
+        let local = |t: Option<DateTime<Utc>>| Some(t?.with_timezone(&zone?).format("%Y-%m-%d %H:%M:%S %Z (UTC%:z)").to_string());
+        Task { cursor_local: local(status.cursor), next_slot_local: local(status.next_slot), status }
+    }
+}

@@ -1,0 +1,181 @@
+//! Prometheus metrics (`almanac run --listen`, `/metrics`).
+//!
+//! Two kinds, and the difference matters when several hosts share a database:
+//! - counters and the duration histogram count what *this process* did, once the
+//!   transaction that did it was acknowledged (sum them across hosts);
+//! - gauges (pending, oldest pending age, scheduler lag, outbox) are read from the
+//!   database at scrape time, so every host reports the same values (take one, not the sum).
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry as Exposition;
+
+use crate::plugin::Registry;
+
+const GAUGES: &str = include_str!("gauges.sql");
+const OUTBOX: &str = include_str!("outbox.sql");
+
+/// The content type of what [`Metrics::render`] returns.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabel {
+    task: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutboxLabel {
+    topic: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabel {
+    task: String,
+    version: String,
+    digest: String,
+}
+
+/// How one job attempt ended, as counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEnd {
+    Done,
+    /// Failed; will be tried again after a backoff.
+    Retried,
+    /// Failed for good (permanent error or out of attempts).
+    Failed,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// Every metric the host exports.
+pub struct Metrics {
+    exposition: Exposition,
+    completed: Family<TaskLabel, Counter>,
+    retried: Family<TaskLabel, Counter>,
+    failed: Family<TaskLabel, Counter>,
+    duration: Family<TaskLabel, Histogram, fn() -> Histogram>,
+    load_failures: Counter,
+    pending: Family<TaskLabel, Gauge>,
+    oldest_pending: Family<TaskLabel, FloatGauge>,
+    lag: Family<TaskLabel, FloatGauge>,
+    outbox: Family<OutboxLabel, Gauge>,
+    plugins: Family<PluginLabel, Gauge>,
+    database_up: Gauge,
+    /// Scrapes refill the gauge families (clear, then set); one at a time.
+    scrape: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+fn duration_histogram() -> Histogram {
+    // 0.5 ms to about 75 s: a no-op job to a job at a typical deadline.
+    Histogram::new(exponential_buckets(0.0005, 2.5, 14))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut m = Metrics {
+            exposition: Exposition::with_prefix("almanac"),
+            completed: Family::default(),
+            retried: Family::default(),
+            failed: Family::default(),
+            duration: Family::new_with_constructor(duration_histogram),
+            load_failures: Counter::default(),
+            pending: Family::default(),
+            oldest_pending: Family::default(),
+            lag: Family::default(),
+            outbox: Family::default(),
+            plugins: Family::default(),
+            database_up: Gauge::default(),
+            scrape: tokio::sync::Mutex::new(()),
+        };
+        let r = &mut m.exposition;
+        r.register("jobs_completed", "Jobs this host completed (marked done)", m.completed.clone());
+        r.register("jobs_retried", "Job attempts this host saw fail that will be retried", m.retried.clone());
+        r.register("jobs_failed", "Jobs this host saw fail for good", m.failed.clone());
+        r.register("job_duration_seconds", "Time in the plugin's run, per job attempt on this host", m.duration.clone());
+        r.register("plugin_load_failures", "Plugin files this host refused to load (at start or on reload)", m.load_failures.clone());
+        r.register("jobs_pending", "Pending jobs (all hosts)", m.pending.clone());
+        r.register("jobs_oldest_pending_age_seconds", "Age of the oldest pending job (all hosts)", m.oldest_pending.clone());
+        r.register("scheduler_lag_seconds", "Now minus the start of the newest generated slot", m.lag.clone());
+        r.register("outbox_messages", "Outbox messages pending or dead (all hosts)", m.outbox.clone());
+        r.register("database_up", "1 if this scrape could read the database (the gauges above are from it), else 0", m.database_up.clone());
+        r.register("plugin_loaded", "Plugins this host serves now (1 per task, labelled with version and digest)", m.plugins.clone());
+        m
+    }
+}
+
+impl Metrics {
+    /// Count one job attempt whose transaction was acknowledged.
+    pub fn record_job(&self, task: &str, end: JobEnd, elapsed: Duration) {
+        let label = TaskLabel { task: task.to_owned() };
+        let counter = match end {
+            JobEnd::Done => &self.completed,
+            JobEnd::Retried => &self.retried,
+            JobEnd::Failed => &self.failed,
+        };
+        counter.get_or_create(&label).inc();
+        self.duration.get_or_create(&label).observe(elapsed.as_secs_f64());
+    }
+
+    pub fn record_load_failure(&self) {
+        self.load_failures.inc();
+    }
+
+    /// The exposition: gauges read from the database now (none, and `database_up 0`, when
+    /// it cannot be read), counters as they stand.
+    pub async fn render(&self, client: Option<&tokio_postgres::Client>, registry: &Registry) -> String {
+        let read = match client {
+            Some(client) => futures_util::future::try_join(client.query(GAUGES, &[]), client.query(OUTBOX, &[]))
+                .await
+                .inspect_err(|e| tracing::warn!("metrics: cannot read the database: {}", crate::db::error_chain(e)))
+                .ok(),
+            None => None,
+        };
+        let _one_scrape = self.scrape.lock().await;
+        // Cleared and refilled, so a task or topic that is gone stops being reported.
+        self.pending.clear();
+        self.oldest_pending.clear();
+        self.lag.clear();
+        self.outbox.clear();
+        self.plugins.clear();
+        self.database_up.set(i64::from(read.is_some()));
+        if let Some((tasks, outbox)) = read {
+            for row in &tasks {
+                let label = TaskLabel { task: row.get(0) };
+                self.pending.get_or_create(&label).set(row.get(1));
+                self.oldest_pending.get_or_create(&label).set(row.get(2));
+                if let Some(lag) = row.get::<_, Option<f64>>(3) {
+                    self.lag.get_or_create(&label).set(lag);
+                }
+            }
+            for row in &outbox {
+                let label = OutboxLabel { topic: row.get(0), state: row.get(1) };
+                self.outbox.get_or_create(&label).set(row.get(2));
+            }
+        }
+        for plugin in registry.iter() {
+            // Counters of every served task exist from the start, at 0, so rates and
+            // alerts see the first job too.
+            let task = TaskLabel { task: plugin.name().to_owned() };
+            for counter in [&self.completed, &self.retried, &self.failed] {
+                drop(counter.get_or_create(&task));
+            }
+            let label = PluginLabel { task: plugin.name().to_owned(), version: plugin.spec.version.clone(), digest: plugin.digest.clone() };
+            self.plugins.get_or_create(&label).set(1);
+        }
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.exposition).expect("writing to a String cannot fail");
+        text
+    }
+}

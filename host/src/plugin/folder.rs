@@ -1,0 +1,274 @@
+//! The plugins folder: loaded at start, then watched. A new or changed `.wasm` is
+//! compiled in the background and swapped in for new claims; jobs already claimed finish
+//! on the version they started with; a refused file leaves the version before it serving;
+//! a removed plugin's jobs stay pending for a host that has it.
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use deadpool_postgres::{Object, Pool};
+use notify::{event::AccessKind, EventKind, RecursiveMode, Watcher};
+use tokio_util::sync::CancellationToken;
+
+use super::{Loaded, LoadError, Plugin, PluginFile, Registry, Runtime};
+use crate::capability::db::Policy;
+use crate::config::{Config, ConfigError, TaskSettings};
+use crate::metrics::Metrics;
+use crate::{access, scheduler};
+
+/// How long the folder must be quiet before it is read: a file being copied in sends
+/// several events, and reading it half written would refuse it for nothing.
+const QUIET: Duration = Duration::from_millis(250);
+/// How often the folder is read when it cannot be watched, and how soon a reload that
+/// failed because the database was away is tried again.
+const RETRY: Duration = Duration::from_secs(2);
+/// Key of the advisory lock plugin setup SQL runs under.
+const SETUP_LOCK: i64 = 0x616c_6d61_6e61_64;
+
+/// Why a plugin file is not serving (the version before it, if any, still is).
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{file}: {}", crate::db::error_chain(&**.source))]
+    Setup { file: String, source: Box<dyn std::error::Error + Send + Sync> },
+}
+
+impl Refusal {
+    /// The database was away: the same file may load on the next try.
+    pub fn transient(&self) -> bool {
+        matches!(self, Refusal::Setup { source, .. } if crate::db::is_transient(&**source))
+    }
+}
+
+pub struct Folder {
+    runtime: Arc<Runtime>,
+    dir: PathBuf,
+    config: Option<Config>,
+    metrics: Arc<Metrics>,
+    /// What the executor and the scheduler read; replaced whole when the folder changes.
+    pub loaded: Arc<Loaded>,
+    /// Files refused for good, with the digest refused: not tried (or reported) again
+    /// until their content changes.
+    refused: HashMap<PathBuf, String>,
+}
+
+impl Folder {
+    pub fn new(runtime: Arc<Runtime>, dir: PathBuf, config: Option<Config>, metrics: Arc<Metrics>) -> Folder {
+        Folder { runtime, dir, config, metrics, loaded: Arc::default(), refused: HashMap::new() }
+    }
+
+    /// The configuration file the folder's plugins are adjusted by, if any.
+    pub fn config(&self) -> Option<&Config> {
+        self.config.as_ref()
+    }
+
+    /// Bring the loaded plugins in line with the folder: unchanged files keep their
+    /// plugin, new and changed ones are loaded and set up, removed ones are dropped.
+    /// Returns what was refused; an error only when the folder cannot be read.
+    pub async fn scan(&mut self, conn: &mut Object) -> anyhow::Result<Vec<Refusal>> {
+        let files = wasm_files(&self.dir)?;
+        let current = self.loaded.load_full();
+        let mut next = Registry::default();
+        let mut refusals = Vec::new();
+        let mut changed = false;
+        for path in &files {
+            let old = current.by_path(path);
+            let admitted = match PluginFile::read(path) {
+                Ok(file) if old.is_some_and(|p| p.digest == file.digest) => old.cloned(),
+                Ok(file) if self.refused.get(path) == Some(&file.digest) => old.cloned(),
+                Ok(file) => {
+                    let digest = file.digest.clone();
+                    match self.admit(conn, file, &next).await {
+                        Ok(plugin) => {
+                            changed = true;
+                            self.refused.remove(path);
+                            report_loaded(&plugin, old);
+                            Some(Arc::new(plugin))
+                        }
+                        Err(refusal) => {
+                            // A file that cannot load stays refused until it changes; a
+                            // setup that failed (a table not created yet, the database
+                            // away) is tried again on the next scan.
+                            if !matches!(refusal, Refusal::Setup { .. }) {
+                                self.refused.insert(path.clone(), digest);
+                            }
+                            self.report_refused(&refusal, old);
+                            refusals.push(refusal);
+                            old.cloned()
+                        }
+                    }
+                }
+                // Gone or unreadable since the listing: keep what was loaded from it.
+                Err(e) => {
+                    tracing::warn!("plugin file not read: {e}");
+                    old.cloned()
+                }
+            };
+            if let Some(plugin) = admitted {
+                if let Err(e) = next.insert(plugin) {
+                    changed = true;
+                    self.report_refused(&Refusal::Load(e), None);
+                }
+            }
+        }
+        for gone in current.iter().filter(|p| next.get(p.name()).is_none_or(|now| now.path != p.path)) {
+            changed = true;
+            if !files.contains(&gone.path) {
+                tracing::warn!(task = %gone.name(), file = %gone.path.display(), "plugin removed: its pending jobs wait for a host that has it");
+            }
+        }
+        self.refused.retain(|path, _| files.contains(path));
+        if changed {
+            self.loaded.store(Arc::new(next));
+        }
+        Ok(refusals)
+    }
+
+    /// Load one file and, if no other file provides its task, give it its tables and role,
+    /// record it and register its schedule.
+    async fn admit(&self, conn: &mut Object, file: PluginFile, next: &Registry) -> Result<Plugin, Refusal> {
+        let mut plugin = self.runtime.load_file(file).await?;
+        let settings = match &self.config {
+            Some(config) => config.apply_to(&mut plugin.spec)?,
+            None => TaskSettings::default(),
+        };
+        if let Some(other) = next.get(plugin.name()) {
+            return Err(Refusal::Load(LoadError::Duplicate {
+                file: plugin.path.display().to_string(),
+                task: plugin.name().to_owned(),
+                other: other.path.display().to_string(),
+            }));
+        }
+        install(conn, &plugin, &self.runtime.policy, &settings)
+            .await
+            .map_err(|e| Refusal::Setup { file: plugin.path.display().to_string(), source: e.into() })?;
+        Ok(plugin)
+    }
+
+    fn report_refused(&self, refusal: &Refusal, old: Option<&Arc<Plugin>>) {
+        self.metrics.record_load_failure();
+        match old {
+            Some(old) => tracing::error!(
+                task = %old.name(),
+                "plugin not reloaded: {refusal}; version {} ({}) keeps serving",
+                old.spec.version,
+                &old.digest[..12]
+            ),
+            None => tracing::error!("plugin not loaded: {refusal}"),
+        }
+    }
+
+    /// Watch the folder until `shutdown`, scanning it whenever it changes.
+    pub async fn watch(mut self, pool: Pool, shutdown: CancellationToken) {
+        let (tx, mut changes) = tokio::sync::mpsc::channel::<()>(1);
+        let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok_and(|e| is_plugin_change(&e)) {
+                // Full means a scan is already due; it will see this change too.
+                let _ = tx.try_send(());
+            }
+        })
+        .and_then(|mut watcher| watcher.watch(&self.dir, RecursiveMode::NonRecursive).map(|()| watcher));
+        let mut poll = match &watcher {
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), "cannot watch the plugins folder ({e}); reading it every {RETRY:?} instead");
+                Some(RETRY)
+            }
+        };
+        let fallback = poll;
+        loop {
+            let wait = async {
+                match poll {
+                    Some(after) => tokio::time::sleep(after).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = wait => {}
+                event = changes.recv() => {
+                    if event.is_none() {
+                        return;
+                    }
+                    while let Ok(Some(())) = tokio::time::timeout(QUIET, changes.recv()).await {}
+                }
+            }
+            let retry = match crate::db::connect(&pool, &shutdown).await {
+                Ok(mut conn) => match self.scan(&mut conn).await {
+                    Ok(refusals) => refusals.iter().any(Refusal::transient),
+                    Err(e) => {
+                        tracing::error!("plugins folder not read: {e:#}");
+                        true
+                    }
+                },
+                Err(_) => return,
+            };
+            poll = if retry { Some(RETRY) } else { fallback };
+        }
+    }
+}
+
+/// The `*.wasm` files directly in `dir`, sorted (the first file to claim a task keeps it).
+fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read plugins directory {}", dir.display()))?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// A `.wasm` file appeared, changed, was closed after writing, or went away.
+fn is_plugin_change(event: &notify::Event) -> bool {
+    let kind = match event.kind {
+        EventKind::Access(AccessKind::Close(notify::event::AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    };
+    kind && event.paths.iter().any(|p| p.extension().is_some_and(|x| x == "wasm"))
+}
+
+fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
+    let (task, version, digest, file) = (plugin.name(), &plugin.spec.version, &plugin.digest[..12], plugin.path.display());
+    match old {
+        Some(old) => tracing::info!(
+            %task, %version, %digest, %file, previous = %&old.digest[..12],
+            "plugin reloaded: new claims run the new version; jobs in flight finish on the old one"
+        ),
+        None => tracing::info!(%task, %version, %digest, %file, "plugin loaded"),
+    }
+}
+
+/// Give a plugin its tables and its role (its idempotent DDL, checked, then grants of
+/// exactly the tables it declares), record it as loaded and register its schedule.
+/// Setup runs one plugin at a time across hosts.
+async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: &TaskSettings) -> anyhow::Result<()> {
+    let spec = &plugin.spec;
+    let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
+    for statement in &spec.setup {
+        policy.check_setup(statement, &writable).with_context(|| format!("setup statement {statement:?}"))?;
+    }
+    let client: &tokio_postgres::Client = conn;
+    access::ensure_role(client, &spec.role).await?;
+    let tx = conn.transaction().await?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
+    for statement in &spec.setup {
+        tx.batch_execute(statement).await.with_context(|| format!("setup statement {statement:?} failed"))?;
+    }
+    access::grant(&tx, &spec.role, &spec.tables).await?;
+    tx.execute(
+        "INSERT INTO almanac.plugins (name, digest, version) VALUES ($1, $2, $3)
+         ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, loaded_at = now()",
+        &[&plugin.name(), &plugin.digest, &spec.version],
+    )
+    .await?;
+    scheduler::register(&*tx, spec, settings).await?;
+    tx.commit().await?;
+    Ok(())
+}
