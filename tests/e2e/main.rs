@@ -9,6 +9,8 @@ mod catalogue;
 mod faults;
 mod operate;
 mod outbox;
+mod observe;
 mod privilege;
+mod reload;
 mod scheduler;
 mod reliability;

@@ -17,7 +17,7 @@ use tracing::Instrument;
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::metrics::{JobEnd, Metrics};
-use crate::plugin::{CallError, Loaded, Registry};
+use crate::plugin::{CallError, Loaded};
 
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_DONE: &str = include_str!("mark_done.sql");
@@ -100,14 +100,14 @@ impl Worker {
                 Err(_) => return,
             };
             while !shutdown.is_cancelled() {
-                // Each batch claims for the plugins loaded now and runs on them to the end,
-                // even if a reload swaps in new versions meanwhile.
+                // Claim for the tasks loaded now (recomputed only when a reload swapped
+                // the registry).
                 let now = self.loaded.load_full();
                 if !Arc::ptr_eq(&now, &registry) {
                     tasks = now.tasks();
                     registry = now;
                 }
-                let result = run_batch(&conn, &registry, &tasks, &self.options, &mut slots).await;
+                let result = run_batch(&conn, &self.loaded, &tasks, &self.options, &mut slots).await;
                 if let Ok(outcome) = &result {
                     for (task, end, elapsed) in &outcome.jobs {
                         self.metrics.record_job(task, *end, *elapsed);
@@ -143,7 +143,8 @@ impl SlotCache {
     const CAPACITY: usize = 1024;
 
     fn get(&mut self, plugin: &crate::plugin::Plugin, start: DateTime<Utc>) -> Slot {
-        let key = (plugin.spec.name.clone(), start);
+        // By digest: a reloaded plugin may have another schedule.
+        let key = (plugin.digest.clone(), start);
         if let Some(slot) = self.slots.get(&key) {
             return slot.clone();
         }
@@ -187,7 +188,7 @@ pub enum BatchError {
 /// transaction never commits.
 pub async fn run_batch(
     conn: &Arc<Object>,
-    registry: &Registry,
+    loaded: &Loaded,
     tasks: &[String],
     options: &Options,
     slots: &mut SlotCache,
@@ -208,7 +209,9 @@ pub async fn run_batch(
         let key: String = row.get(2);
         let attempts: i32 = row.get(3);
         let payload: Option<String> = row.get(4);
-        let Some(plugin) = registry.get(&task) else {
+        // Each job runs on the version loaded when it starts, and finishes on it even if a
+        // reload swaps in another meanwhile.
+        let Some(plugin) = loaded.load().get(&task).cloned() else {
             // Not ours after all: leave it pending for a host that has the plugin.
             if follow == "COMMIT" {
                 conn.batch_execute("COMMIT").await?;
@@ -217,13 +220,13 @@ pub async fn run_batch(
         };
         let job = Job {
             task: task.clone(),
-            slot: slots.get(plugin, slot),
+            slot: slots.get(&plugin, slot),
             key: key.clone(),
             attempt: u32::try_from(attempts).unwrap_or(0) + 1,
             payload,
         };
         let span = tracing::info_span!("job", task = %task, slot = %job.slot.label, key = %key, attempt = job.attempt);
-        let run = run_job(conn, &statements, plugin, &job, slot, options, follow).instrument(span).await?;
+        let run = run_job(conn, &statements, &plugin, &job, slot, options, follow).instrument(span).await?;
         match run.end {
             JobEnd::Done => outcome.done += 1,
             JobEnd::Retried | JobEnd::Failed => outcome.failed += 1,

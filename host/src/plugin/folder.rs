@@ -75,10 +75,11 @@ impl Folder {
         let current = self.loaded.load_full();
         let mut next = Registry::default();
         let mut refusals = Vec::new();
+        let mut admitted = Vec::new();
         let mut changed = false;
         for path in &files {
             let old = current.by_path(path);
-            let admitted = match PluginFile::read(path) {
+            let serving = match PluginFile::read(path) {
                 Ok(file) if old.is_some_and(|p| p.digest == file.digest) => old.cloned(),
                 Ok(file) if self.refused.get(path) == Some(&file.digest) => old.cloned(),
                 Ok(file) => {
@@ -87,8 +88,9 @@ impl Folder {
                         Ok(plugin) => {
                             changed = true;
                             self.refused.remove(path);
-                            report_loaded(&plugin, old);
-                            Some(Arc::new(plugin))
+                            let plugin = Arc::new(plugin);
+                            admitted.push((plugin.clone(), old.cloned()));
+                            Some(plugin)
                         }
                         Err(refusal) => {
                             // A file that cannot load stays refused until it changes; a
@@ -109,7 +111,7 @@ impl Folder {
                     old.cloned()
                 }
             };
-            if let Some(plugin) = admitted {
+            if let Some(plugin) = serving {
                 if let Err(e) = next.insert(plugin) {
                     changed = true;
                     self.report_refused(&Refusal::Load(e), None);
@@ -125,6 +127,10 @@ impl Folder {
         self.refused.retain(|path, _| files.contains(path));
         if changed {
             self.loaded.store(Arc::new(next));
+        }
+        // Reported once swapped in: from this line on, jobs that start run the new version.
+        for (plugin, old) in &admitted {
+            report_loaded(plugin, old.as_ref());
         }
         Ok(refusals)
     }
@@ -239,7 +245,7 @@ fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
     match old {
         Some(old) => tracing::info!(
             %task, %version, %digest, %file, previous = %&old.digest[..12],
-            "plugin reloaded: new claims run the new version; jobs in flight finish on the old one"
+            "plugin reloaded: jobs starting now run the new version; jobs in flight finish on the old one"
         ),
         None => tracing::info!(%task, %version, %digest, %file, "plugin loaded"),
     }

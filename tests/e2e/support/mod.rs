@@ -269,6 +269,15 @@ impl HostProc {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The address `--listen 127.0.0.1:0` bound, once the host has logged it.
+    pub async fn listen_addr(&self) -> String {
+        const MARK: &str = "address=";
+        self.wait_log(MARK, Duration::from_secs(30)).await;
+        let log = self.log();
+        let at = log.find(MARK).unwrap() + MARK.len();
+        log[at..].split_whitespace().next().unwrap().to_owned()
+    }
+
     /// Wait until the host's log contains `needle`.
     pub async fn wait_log(&self, needle: &str, timeout: Duration) {
         wait_for(&format!("log line containing {needle:?}"), timeout, || async { self.log().contains(needle) }).await;
