@@ -66,16 +66,24 @@ impl Host {
         let topics = file.as_ref().map(|f| f.outbox()).transpose()?.unwrap_or_default();
         let dispatcher = outbox::Dispatcher::new(&topics, outbox::Options::default())?;
         let mut folder = Folder::new(runtime, options.plugins_dir.clone(), file, options.metrics.clone());
+        let loaded = folder.loaded.clone();
+        // Tasks an override may name: those served, and those whose plugin loaded but
+        // could not be set up (not a typo, so not a reason to refuse the start).
+        let mut known = Vec::new();
         for refusal in folder.scan(&mut conn).await? {
             // A plugin that cannot load is reported and left out; a configuration
             // mistake, or the database going away mid set-up, stops (or restarts) the start.
-            if matches!(refusal, Refusal::Config(_)) || refusal.transient() {
-                return Err(refusal.into());
+            match refusal {
+                Refusal::Config(_) => return Err(refusal.into()),
+                _ if refusal.transient() => return Err(refusal.into()),
+                Refusal::Setup { task, .. } => known.push(task),
+                Refusal::Load(_) => {}
             }
         }
-        let loaded = folder.loaded.clone();
         if let Some(file) = folder.config() {
-            file.check_tasks(&loaded.load().tasks())?;
+            known.extend(loaded.load().tasks());
+            known.sort();
+            file.check_tasks(&known)?;
         }
         if loaded.load().is_empty() {
             tracing::warn!(dir = %options.plugins_dir.display(), "no plugins loaded");

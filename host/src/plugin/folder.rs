@@ -35,7 +35,7 @@ pub enum Refusal {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("{file}: {}", crate::db::error_chain(&**.source))]
-    Setup { file: String, source: Box<dyn std::error::Error + Send + Sync> },
+    Setup { file: String, task: String, source: Box<dyn std::error::Error + Send + Sync> },
 }
 
 impl Refusal {
@@ -152,7 +152,7 @@ impl Folder {
         }
         install(conn, &plugin, &self.runtime.policy, &settings)
             .await
-            .map_err(|e| Refusal::Setup { file: plugin.path.display().to_string(), source: e.into() })?;
+            .map_err(|e| Refusal::Setup { file: plugin.path.display().to_string(), task: plugin.name().to_owned(), source: e.into() })?;
         Ok(plugin)
     }
 
