@@ -25,16 +25,6 @@ fn file_digest(stem: &str) -> String {
     hex::encode(Sha256::digest(std::fs::read(built_plugins().join(format!("{stem}.wasm"))).unwrap()))
 }
 
-async fn enqueue(db: &TestDb, task: &str, slot: &str, keys: &[&str]) {
-    db.client
-        .execute(
-            "INSERT INTO almanac.jobs (task, slot, key) SELECT $1, $2::text::timestamptz, k FROM unnest($3::text[]) k",
-            &[&task, &slot, &keys],
-        )
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn metrics_count_a_known_run() {
     let db = TestDb::new().await;
@@ -45,10 +35,10 @@ async fn metrics_count_a_known_run() {
     assert_eq!(get(&format!("{base}/healthz")).await, (200, "ok\n".to_owned()));
     wait_for("/readyz says ready", Duration::from_secs(30), || async { get(&format!("{base}/readyz")).await.0 == 200 }).await;
 
-    enqueue(&db, "daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3", "4", "5"]).await;
-    enqueue(&db, "fixture-permanent", "2026-01-01T00:00:00Z", &["p1", "p2", "p3"]).await;
+    db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3", "4", "5"]).await;
+    db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["p1", "p2", "p3"]).await;
     // fixture-flaky fails twice (retried), then succeeds.
-    enqueue(&db, "fixture-flaky", "2026-01-01T00:00:00Z", &["f1", "f2"]).await;
+    db.enqueue("fixture-flaky", "2026-01-01T00:00:00Z", &["f1", "f2"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 7, Duration::from_secs(60)).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 3, Duration::from_secs(60)).await;
 
@@ -181,8 +171,8 @@ async fn the_dashboard_shows_schedules_counts_failures_and_plugins_in_a_browser(
     let plugins = plugin_dir(&["daily_points", "fixture_permanent"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0"]);
     let url = format!("http://{}/", host.listen_addr().await);
-    enqueue(&db, "daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
-    enqueue(&db, "fixture-permanent", "2026-01-01T00:00:00Z", &["k1", "k2"]).await;
+    db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
+    db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["k1", "k2"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'", 5, Duration::from_secs(60)).await;
 
     let dom = chromium(&["--dump-dom"], &url);
@@ -220,14 +210,11 @@ async fn the_dashboard_shows_schedules_counts_failures_and_plugins_in_a_browser(
 #[tokio::test(flavor = "multi_thread")]
 async fn json_log_lines_carry_the_job_identity() {
     let db = TestDb::new().await;
-    db.client
-        .batch_execute("CREATE TABLE fixture_gate (id int PRIMARY KEY, passed int NOT NULL); INSERT INTO fixture_gate VALUES (1, 0)")
-        .await
-        .unwrap();
+    db.gate().await;
     let plugins = plugin_dir(&["fixture_gate", "fixture_permanent"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--log-format", "json"]);
-    enqueue(&db, "fixture-gate", "2026-01-01T00:00:00Z", &["g1"]).await;
-    enqueue(&db, "fixture-permanent", "2026-01-01T00:00:00Z", &["p1"]).await;
+    db.enqueue("fixture-gate", "2026-01-01T00:00:00Z", &["g1"]).await;
+    db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["p1"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'", 2, Duration::from_secs(60)).await;
     host.stop().await;
 

@@ -81,6 +81,10 @@ fn render(r: &Report) -> String {
         r.policy_parse_us, r.policy_cached_us
     ));
     out.push_str(&format!(
+        "hot reload + metrics (registry lookup, counter, histogram): {:.2} µs per job\n",
+        r.observe_us
+    ));
+    out.push_str(&format!(
         "generation: {} jobs for one slot in {:.2} s, peak host RSS {:.0} MB\n",
         r.generation_keys, r.generation_seconds, r.generation_peak_rss_mb
     ));

@@ -111,11 +111,11 @@ impl Folder {
                     old.cloned()
                 }
             };
-            if let Some(plugin) = serving {
-                if let Err(e) = next.insert(plugin) {
-                    changed = true;
-                    self.report_refused(&Refusal::Load(e), None);
-                }
+            // An unchanged file whose task a new file took earlier in this scan.
+            if let Some(Err(e)) = serving.map(|plugin| next.insert(plugin)) {
+                let refusal = Refusal::Load(e);
+                self.report_refused(&refusal, None);
+                refusals.push(refusal);
             }
         }
         for gone in current.iter().filter(|p| next.get(p.name()).is_none_or(|now| now.path != p.path)) {

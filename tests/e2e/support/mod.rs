@@ -145,6 +145,26 @@ impl TestDb {
             .expect("seed accounts");
     }
 
+    /// Insert jobs of `task` for one slot (RFC 3339), one per key.
+    pub async fn enqueue(&self, task: &str, slot: &str, keys: &[&str]) {
+        self.client
+            .execute(
+                "INSERT INTO almanac.jobs (task, slot, key) SELECT $1, $2::text::timestamptz, k FROM unnest($3::text[]) k",
+                &[&task, &slot, &keys],
+            )
+            .await
+            .expect("enqueue jobs");
+    }
+
+    /// fixture-gate's table with its row, created before the plugin loads, so tests can
+    /// lock the row (shut the gate) whenever they like.
+    pub async fn gate(&self) {
+        self.client
+            .batch_execute("CREATE TABLE fixture_gate (id int PRIMARY KEY, passed int NOT NULL); INSERT INTO fixture_gate VALUES (1, 0)")
+            .await
+            .expect("create fixture_gate");
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         self.client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
     }
