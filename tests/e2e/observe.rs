@@ -111,6 +111,39 @@ async fn readiness_waits_for_a_plugin() {
     host.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn readiness_and_metrics_follow_the_database_down_and_up() {
+    let pg = crate::support::private::PrivateCluster::start(false).await;
+    pg.stop_server("fast");
+    let plugins = plugin_dir(&["fixture_flaky"]);
+    let mut host = HostProc::spawn_url(&pg.url(), plugins.path(), &["--listen", "127.0.0.1:0"], &[]);
+    let base = format!("http://{}", host.listen_addr().await);
+    let (ready, metrics) = (format!("{base}/readyz"), format!("{base}/metrics"));
+    // Down at start: the process is up, not ready, and says why.
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+    let (status, why) = get(&ready).await;
+    assert_eq!((status, why.as_str()), (503, "not ready: starting (connecting to the database, loading plugins)\n"));
+    assert_eq!(sample(&get(&metrics).await.1, "almanac_database_up"), Some(0.0));
+
+    pg.start_server();
+    wait_for("ready once the database is up", Duration::from_secs(60), || async { get(&ready).await.0 == 200 }).await;
+    assert_eq!(sample(&get(&metrics).await.1, "almanac_database_up"), Some(1.0));
+
+    pg.stop_server("fast");
+    wait_for("not ready while the database is down", Duration::from_secs(60), || async {
+        get(&ready).await == (503, "not ready: the database does not answer\n".to_owned())
+    })
+    .await;
+    let text = get(&metrics).await.1;
+    assert_eq!(sample(&text, "almanac_database_up"), Some(0.0), "{text}");
+    assert_eq!(sample(&text, r#"almanac_jobs_completed_total{task="fixture-flaky"}"#), Some(0.0), "counters are still served:\n{text}");
+    assert_eq!(sample(&text, r#"almanac_jobs_pending{task="fixture-flaky"}"#), None, "no database gauges without the database:\n{text}");
+
+    pg.start_server();
+    wait_for("ready again", Duration::from_secs(60), || async { get(&ready).await.0 == 200 }).await;
+    host.stop().await;
+}
+
 /// Headless Chromium, as Debian ships it (`scripts/bootstrap.sh --need-browser`).
 fn chromium(args: &[&str], url: &str) -> String {
     let profile = tempfile::Builder::new().prefix("almanac-chromium-").tempdir().unwrap();
