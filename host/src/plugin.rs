@@ -485,8 +485,8 @@ fn finish<T>(
 }
 
 /// The loaded plugins, by task name. Immutable once shared: a reload builds a new one
-/// and swaps it in whole ([`Loaded`]), so a batch claimed under the old one finishes on
-/// the versions it started with.
+/// and swaps it in whole ([`Loaded`]); a job holds its own `Arc<Plugin>`, so one already
+/// running finishes on the version it started with.
 #[derive(Default)]
 pub struct Registry {
     plugins: HashMap<String, Arc<Plugin>>,
@@ -496,15 +496,21 @@ pub struct Registry {
 pub type Loaded = arc_swap::ArcSwap<Registry>;
 
 impl Registry {
-    /// Add a plugin unless its task is taken; the error names the file that has it.
-    pub fn insert(&mut self, plugin: Arc<Plugin>) -> Result<(), LoadError> {
-        if let Some(other) = self.plugins.get(plugin.name()) {
-            return Err(LoadError::Duplicate {
+    /// Whether `plugin`'s task is still free here; the error names the file that has it.
+    pub fn check_free(&self, plugin: &Plugin) -> Result<(), LoadError> {
+        match self.plugins.get(plugin.name()) {
+            Some(other) => Err(LoadError::Duplicate {
                 file: plugin.path.display().to_string(),
                 task: plugin.name().to_owned(),
                 other: other.path.display().to_string(),
-            });
+            }),
+            None => Ok(()),
         }
+    }
+
+    /// Add a plugin unless its task is taken.
+    pub fn insert(&mut self, plugin: Arc<Plugin>) -> Result<(), LoadError> {
+        self.check_free(&plugin)?;
         self.plugins.insert(plugin.name().to_owned(), plugin);
         Ok(())
     }

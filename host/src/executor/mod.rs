@@ -54,8 +54,6 @@ impl Default for Options {
 #[derive(Debug, Default, Clone)]
 pub struct BatchOutcome {
     pub claimed: usize,
-    pub done: usize,
-    pub failed: usize,
     /// Each job run: its task, how it ended and the time in the plugin.
     pub jobs: Vec<(String, JobEnd, Duration)>,
     /// A cancel request was sent on this connection; replace it after the batch.
@@ -227,10 +225,6 @@ pub async fn run_batch(
         };
         let span = tracing::info_span!("job", task = %task, slot = %job.slot.label, key = %key, attempt = job.attempt);
         let run = run_job(conn, &statements, &plugin, &job, slot, options, follow).instrument(span).await?;
-        match run.end {
-            JobEnd::Done => outcome.done += 1,
-            JobEnd::Retried | JobEnd::Failed => outcome.failed += 1,
-        }
         outcome.retire_connection |= run.cancelled;
         outcome.jobs.push((task, run.end, run.elapsed));
     }

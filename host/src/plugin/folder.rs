@@ -143,13 +143,7 @@ impl Folder {
             Some(config) => config.apply_to(&mut plugin.spec)?,
             None => TaskSettings::default(),
         };
-        if let Some(other) = next.get(plugin.name()) {
-            return Err(Refusal::Load(LoadError::Duplicate {
-                file: plugin.path.display().to_string(),
-                task: plugin.name().to_owned(),
-                other: other.path.display().to_string(),
-            }));
-        }
+        next.check_free(&plugin)?;
         install(conn, &plugin, &self.runtime.policy, &settings)
             .await
             .map_err(|e| Refusal::Setup { file: plugin.path.display().to_string(), task: plugin.name().to_owned(), source: e.into() })?;
@@ -179,14 +173,16 @@ impl Folder {
             }
         })
         .and_then(|mut watcher| watcher.watch(&self.dir, RecursiveMode::NonRecursive).map(|()| watcher));
-        let mut poll = match &watcher {
+        let fallback = match &watcher {
             Ok(_) => None,
             Err(e) => {
                 tracing::warn!(dir = %self.dir.display(), "cannot watch the plugins folder ({e}); reading it every {RETRY:?} instead");
                 Some(RETRY)
             }
         };
-        let fallback = poll;
+        // A file may have changed between the load at start and this watch: read the
+        // folder once now, then on every change.
+        let mut poll = Some(Duration::ZERO);
         loop {
             let wait = async {
                 match poll {
