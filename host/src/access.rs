@@ -90,11 +90,15 @@ pub struct Role {
     pub name: String,
     /// `SET LOCAL ROLE "<name>"`.
     pub set: String,
+    /// The schemas of the tables the plugin declares: its own functions there may be
+    /// called by its statements.
+    pub schemas: Vec<String>,
 }
 
 impl Role {
-    pub fn new(name: &str) -> Role {
-        Role { name: name.to_owned(), set: set_role_sql(name) }
+    pub fn new(name: &str, tables: &[TableGrant]) -> Role {
+        let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
+        Role { name: name.to_owned(), set: set_role_sql(name), schemas: crate::capability::db::policy::schemas_of(&names) }
     }
 }
 
@@ -109,6 +113,8 @@ pub enum AccessError {
     HostTable { table: String, resolved: String, schema: String },
     #[error("cannot grant {privileges} on {table} to {role}: {reason}. The host's role must own the table or hold these privileges WITH GRANT OPTION")]
     Grant { privileges: String, table: String, role: String, reason: String },
+    #[error("setup statement {statement:?} failed as role {role}: {reason}")]
+    Setup { statement: String, role: String, reason: String },
     #[error(transparent)]
     Db(#[from] tokio_postgres::Error),
 }
@@ -168,6 +174,28 @@ pub async fn ensure_role(client: &impl GenericClient, role: &str) -> Result<(), 
 /// or "tuple concurrently updated".
 fn lost_race(e: &tokio_postgres::Error) -> bool {
     e.code().is_some_and(|c| ["23505", "42710", "XX000", "40001"].contains(&c.code()))
+}
+
+/// Run a plugin's setup statements (already checked by the policy) as the plugin's own
+/// role, so PostgreSQL's ownership and privilege checks apply to them as they would to
+/// the plugin: INHERITS or PARTITION OF a table it does not own, or a foreign key to a
+/// table it may not reference, fail here. The role may create tables in the schemas of
+/// its writable tables for the length of setup only ([`grant`], which follows in the
+/// same transaction, revokes it); the tables it creates are its own.
+pub async fn run_setup(tx: &Transaction<'_>, role: &str, writable: &[String], statements: &[String]) -> Result<(), AccessError> {
+    let grantee = quote_ident(role);
+    let names: Vec<String> = writable.to_vec();
+    for schema in crate::capability::db::policy::schemas_of(&names) {
+        tx.batch_execute(&format!("GRANT USAGE, CREATE ON SCHEMA {} TO {grantee}", quote_ident(&schema)))
+            .await
+            .map_err(|e| AccessError::Grant { privileges: "CREATE".into(), table: format!("schema {schema}"), role: role.to_owned(), reason: crate::db::error_chain(&e) })?;
+    }
+    tx.batch_execute(&set_role_sql(role)).await?;
+    for statement in statements {
+        tx.batch_execute(statement).await.map_err(|e| AccessError::Setup { statement: crate::text::clip(statement.clone(), 200), role: role.to_owned(), reason: crate::db::error_chain(&e) })?;
+    }
+    tx.batch_execute("RESET ROLE").await?;
+    Ok(())
 }
 
 /// Make `role`'s privileges in this database exactly `tables`, inside `tx`.

@@ -30,7 +30,15 @@ pub struct Settings {
 
 impl Default for Settings {
     fn default() -> Self {
-        Settings { extra: vec![("max_connections".into(), "200".into())] }
+        Settings {
+            extra: vec![
+                ("max_connections".into(), "200".into()),
+                // One statement may spill at most this much to temporary files (a
+                // plugin's runaway recursive CTE once wrote 25 GB in 55 s). Operators of
+                // their own servers should set it too (README: "Least privilege").
+                ("temp_file_limit".into(), "'1GB'".into()),
+            ],
+        }
     }
 }
 

@@ -50,7 +50,9 @@ impl Host {
     /// Connect (waiting for the database if it is down), migrate and load plugins.
     pub async fn start(url: &str, options: Options, shutdown: &CancellationToken) -> anyhow::Result<Host> {
         let config = crate::db::config(url, &options.session)?;
-        let pool = crate::db::pool(config.clone(), options.executor.workers + 4)?;
+        // Workers, plus the scheduler, the claim recorder, the claims sweep, the folder
+        // watch and the outbox dispatcher.
+        let pool = crate::db::pool(config.clone(), options.executor.workers + 6)?;
         let mut conn = crate::db::connect(&pool, shutdown).await?;
         if options.migrate {
             let applied = migrate::run(&mut conn).await?;

@@ -26,4 +26,5 @@ pub mod outbox;
 pub mod plugin;
 pub mod scheduler;
 pub mod status;
+pub mod text;
 pub mod wake;

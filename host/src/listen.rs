@@ -63,6 +63,13 @@ pub async fn bind(addr: std::net::SocketAddr, observed: Arc<Observed>, shutdown:
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     tracing::info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz and the dashboard");
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            address = %addr,
+            "--listen is not on a loopback address: /metrics, /api/overview and the dashboard have no authentication and show task \
+             names, keys and error messages; put them behind a proxy that authenticates, or listen on 127.0.0.1"
+        );
+    }
     let app = Router::new()
         .route("/", get(crate::dashboard::page))
         .route("/api/overview", get(overview))

@@ -18,7 +18,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::bindings::exports::almanac::plugin::task::TaskError;
 use crate::bindings::{TaskPlugin, TaskPluginPre, WIT_VERSION};
-use crate::capability::db::{Lent, Policy, Session, Transaction};
+use crate::capability::db::{Ending, Lent, Policy, Session, Transaction};
 pub use spec::TaskSpec;
 
 /// How often the engine's epoch advances; the resolution of plugin deadlines.
@@ -46,13 +46,23 @@ pub struct Limits {
     pub instances: u32,
     /// Entries of the statement policy's function deny list to lift (e.g. `pg_sleep`).
     pub allow_functions: Vec<String>,
-    /// Functions to deny in addition to [`policy::DEFAULT_DENY`](crate::capability::db::policy::DEFAULT_DENY).
+    /// Functions to take off the allowlist ([`allow::ALLOWED`](crate::capability::db::policy::allow::ALLOWED)).
     pub deny_functions: Vec<String>,
+    /// The longest timeout a plugin may declare; a longer one is cut to this (with a
+    /// warning), so no job holds a worker, a connection and its row locks for days.
+    /// Defaults to 15 minutes.
+    pub max_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_bytes: 64 << 20, instances: 64, allow_functions: Vec::new(), deny_functions: Vec::new() }
+        Limits {
+            memory_bytes: 64 << 20,
+            instances: 64,
+            allow_functions: Vec::new(),
+            deny_functions: Vec::new(),
+            max_timeout: Duration::from_secs(15 * 60),
+        }
     }
 }
 
@@ -147,6 +157,9 @@ pub struct HostState {
     pub(crate) db: Session,
     pub(crate) fields: CallFields,
     stderr: MemoryOutputPipe,
+    /// When the call must end; checked on every epoch tick.
+    deadline: Instant,
+    pub(crate) log: crate::capability::log::Budget,
 }
 
 impl WasiView for HostState {
@@ -221,7 +234,7 @@ impl Runtime {
                 }
             })?
         };
-        let policy = Arc::new(Policy::new(&limits.allow_functions, &limits.deny_functions));
+        let policy = Arc::new(Policy::new(&limits.allow_functions, &limits.deny_functions).map_err(|e| anyhow::anyhow!(e))?);
         Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, policy, _ticker: ticker }))
     }
 
@@ -259,8 +272,15 @@ impl Runtime {
             .describe()
             .await
             .map_err(|e| LoadError::Describe { file: name.clone(), reason: e.to_string() })?;
-        plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file: name, reason })?;
-        plugin.role = Some(Arc::new(crate::access::Role::new(&plugin.spec.role)));
+        plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file: name.clone(), reason })?;
+        if plugin.spec.timeout > self.limits.max_timeout {
+            tracing::warn!(
+                file = %name, task = %plugin.spec.name, declared = ?plugin.spec.timeout, cap = ?self.limits.max_timeout,
+                "the plugin declares a timeout longer than the host allows (--max-timeout); its jobs get the host's maximum"
+            );
+            plugin.spec.timeout = self.limits.max_timeout;
+        }
+        plugin.role = Some(Arc::new(crate::access::Role::new(&plugin.spec.role, &plugin.spec.tables)));
         Ok(plugin)
     }
 
@@ -358,15 +378,24 @@ impl Plugin {
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryCap(self.runtime.limits.memory_bytes),
-            db: Session::new(conn, deadline, self.runtime.policy.clone(), self.role.clone()),
+            db: Session::new(conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes),
             fields,
             stderr,
+            deadline,
+            log: Default::default(),
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.limiter);
-        let ticks = timeout.as_millis().div_ceil(EPOCH_TICK.as_millis()) as u64 + 1;
-        store.set_epoch_deadline(ticks);
-        store.epoch_deadline_trap();
+        // Every tick, a running guest yields its thread to the other tasks (two spinning
+        // plugins once froze the host for their whole timeout), then goes on until its
+        // deadline.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|store| {
+            if Instant::now() >= store.data().deadline {
+                return Ok(wasmtime::UpdateDeadline::Interrupt);
+            }
+            Ok(wasmtime::UpdateDeadline::YieldCustom(1, Box::pin(tokio::task::yield_now())))
+        });
         (store, deadline)
     }
 
@@ -378,20 +407,20 @@ impl Plugin {
         let (mut store, _) = self.store(Lent::Nothing, CallFields { plugin: self.path.display().to_string(), ..Default::default() });
         let instance = self.instantiate(&mut store).await?;
         let outcome = self.bounded(instance.almanac_plugin_task().call_describe(&mut store)).await;
-        finish(&store, outcome.map(|r| r.map(Ok)), self.spec.timeout, self.runtime.limits.memory_bytes)
+        finish(&store, outcome.map(|r| r.map(Ok)), self.spec.timeout, self.runtime.limits.memory_bytes).result
     }
 
     /// Run one job inside the transaction open on `conn`.
-    pub async fn run(&self, conn: &Arc<Object>, job: &Job) -> Result<(), CallError> {
+    pub async fn run(&self, conn: &Arc<Object>, job: &Job) -> Called<()> {
         self.run_lent(Lent::Conn(conn.clone()), job).await
     }
 
     /// Run one job against a [`Lent::Noop`] transaction: the host's cost alone.
     pub async fn run_noop(&self, job: &Job) -> Result<(), CallError> {
-        self.run_lent(Lent::Noop, job).await
+        self.run_lent(Lent::Noop, job).await.result
     }
 
-    async fn run_lent(&self, lent: Lent, job: &Job) -> Result<(), CallError> {
+    async fn run_lent(&self, lent: Lent, job: &Job) -> Called<()> {
         let fields = CallFields {
             plugin: self.spec.name.clone(),
             task: job.task.clone(),
@@ -399,18 +428,30 @@ impl Plugin {
             key: job.key.clone(),
         };
         let (mut store, _) = self.store(lent, fields);
-        let instance = self.instantiate(&mut store).await?;
-        let tx = lend(&mut store)?;
+        let instance = match self.instantiate(&mut store).await {
+            Ok(instance) => instance,
+            Err(e) => return Called { result: Err(e), ending: Ending::default() },
+        };
+        let tx = match lend(&mut store) {
+            Ok(tx) => tx,
+            Err(e) => return Called { result: Err(e), ending: Ending::default() },
+        };
         let outcome = self.bounded(instance.almanac_plugin_task().call_run(&mut store, job, tx)).await;
         finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
     }
 
     /// One page of `plan` inside the transaction open on `conn`.
-    pub async fn plan(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32) -> Result<Vec<String>, CallError> {
+    pub async fn plan(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32) -> Called<Vec<String>> {
         let fields = CallFields { plugin: self.spec.name.clone(), task: self.spec.name.clone(), slot: slot.label.clone(), key: String::new() };
         let (mut store, _) = self.store(Lent::Conn(conn.clone()), fields);
-        let instance = self.instantiate(&mut store).await?;
-        let tx = lend(&mut store)?;
+        let instance = match self.instantiate(&mut store).await {
+            Ok(instance) => instance,
+            Err(e) => return Called { result: Err(e), ending: Ending::default() },
+        };
+        let tx = match lend(&mut store) {
+            Ok(tx) => tx,
+            Err(e) => return Called { result: Err(e), ending: Ending::default() },
+        };
         let call = instance.almanac_plugin_task().call_plan(&mut store, slot, tx, after, limit);
         let outcome = self.bounded(call).await;
         finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
@@ -420,6 +461,12 @@ impl Plugin {
     async fn bounded<F: std::future::Future>(&self, call: F) -> Option<F::Output> {
         tokio::time::timeout(self.spec.timeout + HARD_DEADLINE_SLACK, call).await.ok()
     }
+}
+
+/// What one call returned, and how it left the connection it was lent.
+pub struct Called<T> {
+    pub result: Result<T, CallError>,
+    pub ending: Ending,
 }
 
 /// Lend the call's transaction: the guest receives a borrow, valid for this call only.
@@ -438,25 +485,38 @@ fn finish<T>(
     outcome: Option<wasmtime::Result<Result<T, TaskError>>>,
     timeout: Duration,
     memory: usize,
-) -> Result<T, CallError> {
+) -> Called<T> {
     let state = store.data();
-    if state.db.broken {
+    let ending = state.db.ending().clone();
+    let result = verdict(state, &ending, outcome, timeout, memory);
+    Called { result, ending }
+}
+
+fn verdict<T>(
+    state: &HostState,
+    ending: &Ending,
+    outcome: Option<wasmtime::Result<Result<T, TaskError>>>,
+    timeout: Duration,
+    memory: usize,
+) -> Result<T, CallError> {
+    use crate::text::{clip, MAX_ERROR};
+    if ending.broken {
         return Err(CallError::ConnectionLost(
-            state.db.failure.as_ref().map_or_else(|| "the connection did not answer a cancel".into(), |f| f.message.clone()),
+            ending.failure.as_ref().map_or_else(|| "the connection did not answer a cancel".into(), |f| f.message.clone()),
         ));
     }
     let Some(outcome) = outcome else {
         return Err(CallError::ConnectionLost(format!("the call did not return within {:?}", timeout + HARD_DEADLINE_SLACK)));
     };
-    let db_failure = state.db.failure.clone().map(|f| CallError::Db {
+    let db_failure = ending.failure.clone().map(|f| CallError::Db {
         sqlstate: f.sqlstate,
         message: f.message,
         retryable: f.retryable,
     });
     match outcome {
         Err(trap) => {
-            if state.db.deadline_hit || matches!(trap.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {
-                Err(CallError::Deadline { timeout, cancelled: state.db.deadline_hit })
+            if ending.deadline_hit || matches!(trap.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {
+                Err(CallError::Deadline { timeout, cancelled: ending.deadline_hit })
             } else if trap.downcast_ref::<MemoryExceeded>().is_some() {
                 Err(CallError::Memory(memory))
             } else {
@@ -471,7 +531,8 @@ fn finish<T>(
                     Some(code) => code.to_string(),
                     None => format!("plugin trapped: {}", format!("{trap}").lines().next().unwrap_or_default()),
                 };
-                Err(CallError::Trap(if stderr.is_empty() { trap } else { format!("{trap}; plugin stderr: {stderr}") }))
+                let message = if stderr.is_empty() { trap } else { format!("{trap}; plugin stderr: {stderr}") };
+                Err(CallError::Trap(clip(message, MAX_ERROR)))
             }
         }
         Ok(result) => {
@@ -479,7 +540,7 @@ fn finish<T>(
             if let Some(failure) = db_failure {
                 return Err(failure);
             }
-            result.map_err(|e| CallError::Task { message: e.message, retryable: e.retryable })
+            result.map_err(|e| CallError::Task { message: clip(e.message, MAX_ERROR), retryable: e.retryable })
         }
     }
 }

@@ -6,7 +6,7 @@ use wasmtime::component::Resource;
 
 use crate::bindings::almanac::plugin::outbox::{Host, PublishOutcome};
 use crate::bindings::almanac::plugin::types::{DbError, Value};
-use crate::capability::db::{Op, Output, Transaction, Who};
+use crate::capability::db::{Transaction, Who};
 use crate::plugin::HostState;
 
 const PUBLISH: &str = include_str!("outbox/publish.sql");
@@ -78,11 +78,7 @@ impl Host for HostState {
         // The db interface's own path: same connection, deadline, cancel-on-deadline and
         // first-error bookkeeping as the plugin's statements, but sent as the host (the
         // plugin's role has no privilege on `almanac.outbox`, by design).
-        let inserted = match self.db.run(PUBLISH.to_owned(), params, Op::Execute, Who::Host).await? {
-            Ok(Output::Count(n)) => Ok(n),
-            Ok(Output::Rows(_)) => unreachable!("an execute returns a count"),
-            Err(e) => Err(e),
-        };
+        let inserted = self.db.execute(PUBLISH.to_owned(), params, Who::Host).await?;
         Ok(inserted.map(|n| if n == 0 { PublishOutcome::AlreadyPublished } else { PublishOutcome::Published }))
     }
 }

@@ -126,12 +126,20 @@ struct RunArgs {
     /// Linear memory limit per plugin instance, in MiB.
     #[arg(long, default_value_t = 64)]
     memory_limit_mib: usize,
-    /// Lift an entry of the plugins' function deny list (e.g. `pg_sleep`); repeatable.
+    /// Add a function to the plugins' allowlist (e.g. `pg_sleep`); repeatable. Functions
+    /// that run SQL given as text or change the session can never be added.
     #[arg(long = "allow-function", value_name = "NAME")]
     allow_functions: Vec<String>,
-    /// Deny plugins one more function (`name`, or `prefix*`); repeatable.
+    /// Take a function off the plugins' allowlist (`name`, or `prefix*`); repeatable.
     #[arg(long = "deny-function", value_name = "NAME")]
     deny_functions: Vec<String>,
+    /// Fail a job without running it again once the host (or connection) running it
+    /// has ended this many times before the job did.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..))]
+    poison_after: i32,
+    /// The longest timeout a plugin may declare; longer ones are cut to this.
+    #[arg(long, default_value = "15min", value_parser = humantime::parse_duration)]
+    max_timeout: Duration,
     /// First retry delay (doubles per attempt, with jitter).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     retry_base: Duration,
@@ -191,6 +199,7 @@ impl RunArgs {
                 instances: (self.workers as u32) * 2 + 8,
                 allow_functions: self.allow_functions.clone(),
                 deny_functions: self.deny_functions.clone(),
+                max_timeout: self.max_timeout,
             },
             executor: executor::Options {
                 workers: self.workers,
@@ -198,6 +207,8 @@ impl RunArgs {
                 retry_base: self.retry_base,
                 retry_max: self.retry_max,
                 poll_interval: self.poll_interval,
+                poison_after: self.poison_after,
+                ..executor::Options::default()
             },
             scheduler: scheduler::Options { tick: self.tick, ..scheduler::Options::default() },
             session: db::SessionSettings {
@@ -226,13 +237,18 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli)) {
+    let code = match runtime.block_on(dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
-    }
+    };
+    // Work abandoned at the end of the grace period may still hold a thread (a plugin
+    // between two deadline checks, a blocking compile): exit anyway, the database rolls
+    // back whatever it left open.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 fn init_logging(format: LogFormat, quiet: bool) {

@@ -1,8 +1,8 @@
 -- Claim up to $2 due jobs of the tasks this host has loaded ($1). Reads only the
 -- partial index on pending rows; rows another host has locked are skipped, not waited
 -- for. The lock is held until the claiming transaction commits.
-SELECT task, slot, key, attempts, payload::text
-FROM almanac.jobs
+SELECT task, slot, key, attempts, payload::text, crashes, last_error
+FROM ONLY almanac.jobs
 WHERE status = 'pending'
   AND run_after <= now()
   AND task = ANY($1::text[])

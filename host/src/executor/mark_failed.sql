@@ -2,7 +2,7 @@
 -- recorded (on the job and in the attempt history) even though the plugin's writes are
 -- gone. $5 = give up now; $6 = backoff in seconds.
 WITH failed AS (
-    UPDATE almanac.jobs
+    UPDATE ONLY almanac.jobs
     SET attempts = attempts + 1,
         last_error = $4,
         status = CASE WHEN $5 THEN 'failed' ELSE 'pending' END,

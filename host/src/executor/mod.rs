@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
-use futures_util::future::try_join3;
+use futures_util::future::{try_join3, try_join4};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -19,9 +19,17 @@ use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::metrics::{JobEnd, Metrics};
 use crate::plugin::{CallError, Loaded};
 
+pub mod claims;
+
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_DONE: &str = include_str!("mark_done.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
+const CLAIM_ONE: &str = include_str!("claim_one.sql");
+
+/// Ends a successful call and keeps its work: the plugin's role and settings undone,
+/// then its savepoint released.
+static END_AND_RELEASE: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| format!("{}; RELEASE SAVEPOINT job", crate::capability::db::END_CALL));
 
 /// Executor settings.
 #[derive(Debug, Clone)]
@@ -36,6 +44,12 @@ pub struct Options {
     pub retry_max: Duration,
     /// Polling interval when idle and no notification arrives. Defaults to 1 s.
     pub poll_interval: Duration,
+    /// A job whose host (or connection) ended this many times while running it is
+    /// failed without running again, so it cannot take down host after host.
+    /// Defaults to 3.
+    pub poison_after: i32,
+    /// How often orphaned claims are swept (`claims::sweep`). Defaults to 1 s.
+    pub sweep_interval: Duration,
 }
 
 impl Default for Options {
@@ -46,6 +60,8 @@ impl Default for Options {
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(3600),
             poll_interval: Duration::from_secs(1),
+            poison_after: 3,
+            sweep_interval: Duration::from_secs(1),
         }
     }
 }
@@ -58,6 +74,23 @@ pub struct BatchOutcome {
     pub jobs: Vec<(String, JobEnd, Duration)>,
     /// A cancel request was sent on this connection; replace it after the batch.
     pub retire_connection: bool,
+    /// Jobs claimed with others that a crash marked: each runs alone next.
+    pub alone: Vec<(String, DateTime<Utc>, String)>,
+}
+
+/// Which jobs a batch claims.
+pub enum Claim<'a> {
+    /// Up to the batch size of the due jobs of these tasks.
+    Due(&'a [String]),
+    /// One named job (task, slot, key).
+    One(&'a (String, DateTime<Utc>, String)),
+}
+
+/// What every batch of one worker shares.
+pub struct Context {
+    pub loaded: Arc<Loaded>,
+    pub options: Options,
+    pub recorder: claims::Recorder,
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
@@ -69,20 +102,28 @@ pub async fn run(
     wake: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
+    let host = format!("{} pid {}", hostname(), std::process::id());
+    let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
+    let context = Arc::new(Context { loaded, options: options.clone(), recorder });
     let mut workers = tokio::task::JoinSet::new();
+    workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, shutdown.clone()));
     for id in 0..options.workers {
-        let worker = Worker { id, pool: pool.clone(), loaded: loaded.clone(), options: options.clone(), metrics: metrics.clone() };
+        let worker = Worker { id, pool: pool.clone(), context: context.clone(), metrics: metrics.clone() };
         let (wake, shutdown) = (wake.clone(), shutdown.clone());
         workers.spawn(async move { worker.run(wake, shutdown).await });
     }
     while workers.join_next().await.is_some() {}
 }
 
+/// This machine's name, for the claim records operators read.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "unknown".into())
+}
+
 struct Worker {
     id: usize,
     pool: Pool,
-    loaded: Arc<Loaded>,
-    options: Options,
+    context: Arc<Context>,
     metrics: Arc<Metrics>,
 }
 
@@ -90,26 +131,44 @@ impl Worker {
     async fn run(self, mut wake: watch::Receiver<u64>, shutdown: CancellationToken) {
         let mut idle = Duration::from_millis(10);
         let mut slots = SlotCache::default();
-        let mut registry = self.loaded.load_full();
+        let mut registry = self.context.loaded.load_full();
         let mut tasks = registry.tasks();
+        let mut alone = Vec::new();
         while !shutdown.is_cancelled() {
             let conn = match crate::db::connect(&self.pool, &shutdown).await {
                 Ok(conn) => Arc::new(conn),
                 Err(_) => return,
             };
+            let backend = match claims::Backend::of(&conn).await {
+                Ok(backend) => backend,
+                Err(e) => {
+                    tracing::warn!(worker = self.id, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
+                    discard(conn);
+                    continue;
+                }
+            };
             while !shutdown.is_cancelled() {
                 // Claim for the tasks loaded now (recomputed only when a reload swapped
                 // the registry).
-                let now = self.loaded.load_full();
+                let now = self.context.loaded.load_full();
                 if !Arc::ptr_eq(&now, &registry) {
                     tasks = now.tasks();
                     registry = now;
                 }
-                let result = run_batch(&conn, &self.loaded, &tasks, &self.options, &mut slots).await;
+                let one = alone.last().cloned();
+                let claim = match &one {
+                    Some(job) => Claim::One(job),
+                    None => Claim::Due(&tasks),
+                };
+                let result = run_batch(&conn, backend, &self.context, claim, &mut slots).await;
                 if let Ok(outcome) = &result {
+                    if one.is_some() {
+                        alone.pop();
+                    }
                     for (task, end, elapsed) in &outcome.jobs {
                         self.metrics.record_job(task, *end, *elapsed);
                     }
+                    alone.extend(outcome.alone.iter().cloned());
                 }
                 match result {
                     Ok(outcome) if outcome.retire_connection => {
@@ -117,8 +176,8 @@ impl Worker {
                         discard(conn);
                         break;
                     }
-                    Ok(outcome) if outcome.claimed > 0 => idle = Duration::from_millis(10),
-                    Ok(_) => crate::wake::idle(&mut wake, &mut idle, self.options.poll_interval, &shutdown).await,
+                    Ok(outcome) if outcome.claimed > 0 || !alone.is_empty() => idle = Duration::from_millis(10),
+                    Ok(_) => crate::wake::idle(&mut wake, &mut idle, self.context.options.poll_interval, &shutdown).await,
                     Err(e) => {
                         tracing::warn!(worker = self.id, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
                         discard(conn);
@@ -177,7 +236,8 @@ pub enum BatchError {
     ConnectionLost(String),
 }
 
-/// One transaction: claim, run each job under a savepoint, record, commit.
+/// One transaction: claim, record the claim, run each job under a savepoint, record
+/// its end, commit.
 ///
 /// The host's own statements are pipelined (sent together, answered together), so a job
 /// costs one round trip before the plugin runs and one after: BEGIN + claim + the first
@@ -186,52 +246,133 @@ pub enum BatchError {
 /// transaction never commits.
 pub async fn run_batch(
     conn: &Arc<Object>,
-    loaded: &Loaded,
-    tasks: &[String],
-    options: &Options,
+    backend: claims::Backend,
+    context: &Context,
+    claim: Claim<'_>,
     slots: &mut SlotCache,
 ) -> Result<BatchOutcome, BatchError> {
+    let options = &context.options;
     let mut outcome = BatchOutcome::default();
     // Prepared before any plugin runs: a statement is parsed under the role current at
     // the time, and a plugin's role may not even look into schema almanac.
-    let (claim, done, failed) = try_join3(conn.prepare_cached(CLAIM), conn.prepare_cached(MARK_DONE), conn.prepare_cached(MARK_FAILED)).await?;
+    let (claim_due, claim_one, done, failed) =
+        try_join4(conn.prepare_cached(CLAIM), conn.prepare_cached(CLAIM_ONE), conn.prepare_cached(MARK_DONE), conn.prepare_cached(MARK_FAILED))
+            .await?;
     let statements = Statements { done, failed };
     let limit = options.batch as i64;
-    let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), conn.query(&claim, &[&tasks, &limit]), conn.batch_execute("SAVEPOINT job")).await?;
+    let claimed = async {
+        match claim {
+            Claim::Due(tasks) => conn.query(&claim_due, &[&tasks, &limit]).await,
+            Claim::One((task, slot, key)) => conn.query(&claim_one, &[task, slot, key]).await,
+        }
+    };
+    let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), claimed, conn.batch_execute("SAVEPOINT job")).await?;
     outcome.claimed = rows.len();
+    let rows: Vec<Claimed> = rows.iter().map(Claimed::from).collect();
+    // A job a crash marked runs alone: in a batch of several it waits for its own.
+    let (rows, alone): (Vec<Claimed>, Vec<Claimed>) = if rows.len() > 1 { rows.into_iter().partition(|r| r.crashes == 0) } else { (rows, Vec::new()) };
+    outcome.alone = alone.into_iter().map(|r| (r.task, r.slot, r.key)).collect();
+    if !rows.is_empty() {
+        let held = rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
+        if let Err(e) = context.recorder.record(backend, held).await {
+            return Err(BatchError::ConnectionLost(e.to_string()));
+        }
+    }
     // Invariant at the top of the loop: a savepoint "job" is open and unused.
     for (i, row) in rows.iter().enumerate() {
-        let follow = if i + 1 == rows.len() { "COMMIT" } else { "SAVEPOINT job" };
-        let task: String = row.get(0);
-        let slot: DateTime<Utc> = row.get(1);
-        let key: String = row.get(2);
-        let attempts: i32 = row.get(3);
-        let payload: Option<String> = row.get(4);
+        let follow = if i + 1 == rows.len() { Follow::Commit } else { Follow::Savepoint };
         // Each job runs on the version loaded when it starts, and finishes on it even if a
         // reload swaps in another meanwhile.
-        let Some(plugin) = loaded.load().get(&task).cloned() else {
+        let Some(plugin) = context.loaded.load().get(&row.task).cloned() else {
             // Not ours after all: leave it pending for a host that has the plugin.
-            if follow == "COMMIT" {
+            if follow == Follow::Commit {
                 conn.batch_execute("COMMIT").await?;
             }
             continue;
         };
         let job = Job {
-            task: task.clone(),
-            slot: slots.get(&plugin, slot),
-            key: key.clone(),
-            attempt: u32::try_from(attempts).unwrap_or(0) + 1,
-            payload,
+            task: row.task.clone(),
+            slot: slots.get(&plugin, row.slot),
+            key: row.key.clone(),
+            attempt: u32::try_from(row.attempts).unwrap_or(0) + 1,
+            payload: row.payload.clone(),
         };
-        let span = tracing::info_span!("job", task = %task, slot = %job.slot.label, key = %key, attempt = job.attempt);
-        let run = run_job(conn, &statements, &plugin, &job, slot, options, follow).instrument(span).await?;
+        let span = tracing::info_span!("job", task = %row.task, slot = %job.slot.label, key = %row.key, attempt = job.attempt);
+        let run = if row.crashes >= options.poison_after {
+            poisoned(conn, &statements, &plugin, row, follow).instrument(span).await?
+        } else {
+            run_job(conn, &statements, &plugin, &job, row.slot, options, follow).instrument(span).await?
+        };
         outcome.retire_connection |= run.cancelled;
-        outcome.jobs.push((task, run.end, run.elapsed));
+        outcome.jobs.push((row.task.clone(), run.end, run.elapsed));
     }
     if rows.is_empty() {
         conn.batch_execute("COMMIT").await?;
     }
     Ok(outcome)
+}
+
+/// One claimed row.
+struct Claimed {
+    task: String,
+    slot: DateTime<Utc>,
+    key: String,
+    attempts: i32,
+    payload: Option<String>,
+    crashes: i32,
+    last_error: Option<String>,
+}
+
+impl From<&tokio_postgres::Row> for Claimed {
+    fn from(row: &tokio_postgres::Row) -> Self {
+        Claimed {
+            task: row.get(0),
+            slot: row.get(1),
+            key: row.get(2),
+            attempts: row.get(3),
+            payload: row.get(4),
+            crashes: row.get(5),
+            last_error: row.get(6),
+        }
+    }
+}
+
+/// What follows a job's record in the same round trip.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Follow {
+    /// The next job's savepoint.
+    Savepoint,
+    /// The batch's end.
+    Commit,
+}
+
+impl Follow {
+    fn sql(self) -> &'static str {
+        match self {
+            Follow::Savepoint => "SAVEPOINT job",
+            Follow::Commit => "COMMIT",
+        }
+    }
+}
+
+/// Fail a job that its hosts kept dying on, without running it again.
+async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::plugin::Plugin, row: &Claimed, follow: Follow) -> Result<JobRun, BatchError> {
+    let message = crate::text::clip(
+        format!(
+            "not run again: the host running it ended {} times before the job did (last: {})",
+            row.crashes,
+            row.last_error.as_deref().unwrap_or("unknown")
+        ),
+        crate::text::MAX_ERROR,
+    );
+    try_join3(
+        conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
+        conn.execute(&statements.failed, &[&row.task, &row.slot, &row.key, &message, &true, &0f64, &plugin.digest]),
+        conn.batch_execute(follow.sql()),
+    )
+    .await?;
+    tracing::error!(error = %message, "job failed for good");
+    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
 }
 
 /// The host's own per-job statements, prepared on this connection.
@@ -256,35 +397,36 @@ async fn run_job(
     job: &Job,
     slot: DateTime<Utc>,
     options: &Options,
-    follow: &str,
+    follow: Follow,
 ) -> Result<JobRun, BatchError> {
     let (task, key) = (&job.task, &job.key);
     let started = std::time::Instant::now();
-    let result = plugin.run(conn, job).await;
+    let called = plugin.run(conn, job).await;
     let elapsed = started.elapsed();
-    match result {
+    let cancelled = called.ending.cancel_sent;
+    match called.result {
         Ok(()) => {
-            // RESET ROLE first: the plugin's role must not outlive its call.
+            // The plugin's role and settings must not outlive its call.
+            let release = if called.ending.role_used { END_AND_RELEASE.as_str() } else { "RELEASE SAVEPOINT job" };
             try_join3(
-                conn.batch_execute("RESET ROLE; RELEASE SAVEPOINT job"),
+                conn.batch_execute(release),
                 conn.execute(&statements.done, &[task, &slot, key, &plugin.digest]),
-                conn.batch_execute(follow),
+                conn.batch_execute(follow.sql()),
             )
             .await?;
             tracing::debug!(?elapsed, "job done");
-            Ok(JobRun { end: JobEnd::Done, elapsed, cancelled: false })
+            Ok(JobRun { end: JobEnd::Done, elapsed, cancelled })
         }
         Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
         Err(e) => {
-            let cancelled = matches!(e, CallError::Deadline { cancelled: true, .. });
             let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
             let delay = crate::backoff::delay(options.retry_base, options.retry_max, job.attempt);
-            let message = e.to_string();
+            let message = crate::text::clip(e.to_string(), crate::text::MAX_ERROR);
             // ROLLBACK TO undoes the plugin's writes and its SET LOCAL ROLE together.
             try_join3(
                 conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
                 conn.execute(&statements.failed, &[task, &slot, key, &message, &give_up, &delay.as_secs_f64(), &plugin.digest]),
-                conn.batch_execute(follow),
+                conn.batch_execute(follow.sql()),
             )
             .await?;
             if give_up {

@@ -4,7 +4,7 @@
 WITH pending AS (
     SELECT task, count(*) AS pending,
            extract(epoch FROM now() - min(created_at))::float8 AS oldest_s
-    FROM almanac.jobs
+    FROM ONLY almanac.jobs
     WHERE status = 'pending'
     GROUP BY task
 )
@@ -12,6 +12,6 @@ SELECT coalesce(s.task, p.task) AS task,
        coalesce(p.pending, 0)   AS pending,
        coalesce(p.oldest_s, 0)  AS oldest_pending_s,
        extract(epoch FROM now() - s.generated_through)::float8 AS lag_s
-FROM almanac.schedules s
+FROM ONLY almanac.schedules s
 FULL JOIN pending p ON p.task = s.task
 ORDER BY 1

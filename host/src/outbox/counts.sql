@@ -3,5 +3,5 @@ SELECT task,
        count(*) FILTER (WHERE status = 'pending')   AS pending,
        count(*) FILTER (WHERE status = 'dead')      AS dead,
        count(*) FILTER (WHERE status = 'delivered') AS delivered
-FROM almanac.outbox
+FROM ONLY almanac.outbox
 GROUP BY task

@@ -253,15 +253,16 @@ fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
 async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: &TaskSettings) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
+    let declared: Vec<String> = spec.tables.iter().map(|t| t.name.clone()).collect();
     for statement in &spec.setup {
-        policy.check_setup(statement, &writable).with_context(|| format!("setup statement {statement:?}"))?;
+        policy.check_setup(statement, &writable, &declared).await.with_context(|| format!("setup statement {statement:?}"))?;
     }
     let client: &tokio_postgres::Client = conn;
     access::ensure_role(client, &spec.role).await?;
     let tx = conn.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
-    for statement in &spec.setup {
-        tx.batch_execute(statement).await.with_context(|| format!("setup statement {statement:?} failed"))?;
+    if !spec.setup.is_empty() {
+        access::run_setup(&tx, &spec.role, &writable, &spec.setup).await?;
     }
     access::grant(&tx, &spec.role, &spec.tables).await?;
     tx.execute(

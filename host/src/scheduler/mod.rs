@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::bindings::almanac::plugin::types::Slot as WitSlot;
 use crate::calendar::Slot;
+use crate::capability::db::END_CALL;
 use crate::config::TaskSettings;
 use crate::plugin::{spec::CatchUp, CallError, Loaded, Plugin};
 
@@ -23,6 +24,10 @@ const RECORD_GENERATED: &str = include_str!("record_generated.sql");
 const RECORD_SKIPPED: &str = include_str!("record_skipped.sql");
 const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
 const REGISTER_SCHEDULE: &str = include_str!("register_schedule.sql");
+
+/// The longest job key, in bytes. A key is part of the primary key, whose btree refuses
+/// entries over ~2.7 kB; a plan returning one must fail as the plan's fault, clearly.
+pub const MAX_KEY_BYTES: usize = 1024;
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]
@@ -50,7 +55,13 @@ pub enum SchedulerError {
     #[error("database error: {0}")]
     Db(#[from] tokio_postgres::Error),
     #[error("plan of {task} for slot {slot} failed: {error}")]
-    Plan { task: String, slot: String, error: CallError },
+    Plan {
+        task: String,
+        slot: String,
+        error: CallError,
+        /// The call sent a cancel request on the connection: replace it.
+        cancel_sent: bool,
+    },
     #[error("plan of {task} for slot {slot} returned {problem}")]
     BadPlan { task: String, slot: String, problem: String },
 }
@@ -244,13 +255,13 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
     let mut after: Option<String> = None;
     let (mut planned, mut inserted) = (0, 0);
     loop {
-        let keys = plugin
-            .plan(conn, &wit_slot, after.as_deref(), options.plan_page)
-            .await
-            .map_err(|error| SchedulerError::Plan { task: spec.name.clone(), slot: slot.label.clone(), error })?;
+        let called = plugin.plan(conn, &wit_slot, after.as_deref(), options.plan_page).await;
+        let cancel_sent = called.ending.cancel_sent;
+        let keys = called.result.map_err(|error| SchedulerError::Plan { task: spec.name.clone(), slot: slot.label.clone(), error, cancel_sent })?;
         // The plugin's statements ran under its role; the host's own follow as the host.
+        let end_call = if called.ending.role_used { END_CALL } else { "" };
         let Some(last) = keys.last() else {
-            conn.batch_execute("RESET ROLE").await?;
+            conn.batch_execute(end_call).await?;
             break;
         };
         if keys.len() > options.plan_page as usize {
@@ -259,10 +270,13 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
         if keys.iter().any(String::is_empty) {
             return Err(bad("an empty key".into()));
         }
+        if let Some(long) = keys.iter().find(|k| k.len() > MAX_KEY_BYTES) {
+            return Err(bad(format!("a key of {} bytes; the limit is {MAX_KEY_BYTES}", long.len())));
+        }
         if after.as_deref() == Some(last.as_str()) {
             return Err(bad(format!("the page after {last:?} again (paging does not advance)")));
         }
-        let (_, n) = try_join(conn.batch_execute("RESET ROLE"), conn.execute(&insert, &[&spec.name, &slot.start, &keys])).await?;
+        let (_, n) = try_join(conn.batch_execute(end_call), conn.execute(&insert, &[&spec.name, &slot.start, &keys])).await?;
         inserted += n;
         planned += keys.len() as u64;
         after = Some(last.clone());
@@ -270,46 +284,42 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
     Ok((planned, inserted))
 }
 
-/// Tick every task until `shutdown`. A task whose plan keeps failing is retried with
-/// backoff, without holding up the others.
+/// Tick every task until `shutdown`, one bounded tick per task per round so a task with
+/// a long backlog cannot starve the others. A task whose tick fails (its plan, or a
+/// statement the server refused) is retried with its own backoff; only a lost
+/// connection ends the round.
 pub async fn run(pool: Pool, loaded: Arc<Loaded>, options: Options, shutdown: CancellationToken) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
     while !shutdown.is_cancelled() {
         let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
         let conn = Arc::new(conn);
-        let mut healthy = true;
+        let (mut healthy, mut more) = (true, false);
         // The plugins as loaded now; a reload meanwhile is seen on the next round.
         let registry = loaded.load_full();
         for plugin in registry.iter() {
             let name = plugin.name().to_owned();
+            if shutdown.is_cancelled() {
+                return;
+            }
             if backoff.get(&name).is_some_and(|(until, _)| Instant::now() < *until) {
                 continue;
             }
-            loop {
-                if shutdown.is_cancelled() {
-                    return;
+            match tick(&conn, plugin, &options).await {
+                Ok(outcome) => {
+                    backoff.remove(&name);
+                    more |= outcome.more;
                 }
-                match tick(&conn, plugin, &options).await {
-                    Ok(outcome) => {
-                        backoff.remove(&name);
-                        if !outcome.more {
-                            break;
-                        }
+                Err(SchedulerError::Db(e)) if crate::db::is_transient(&e) => {
+                    tracing::warn!(task = %name, "scheduler lost its database connection: {}", crate::db::error_chain(&e));
+                    healthy = false;
+                }
+                Err(e) => {
+                    let delay = backoff.get(&name).map_or(Duration::from_secs(1), |(_, d)| (*d * 2).min(Duration::from_secs(300)));
+                    tracing::error!(task = %name, retry_in = ?delay, "{}", crate::text::clip(e.to_string(), crate::text::MAX_ERROR));
+                    if let SchedulerError::Plan { error, cancel_sent, .. } = &e {
+                        healthy = !cancel_sent && !matches!(error, CallError::ConnectionLost(_));
                     }
-                    Err(SchedulerError::Db(e)) => {
-                        tracing::warn!(task = %name, "scheduler lost its database connection: {}", crate::db::error_chain(&e));
-                        healthy = false;
-                        break;
-                    }
-                    Err(e) => {
-                        let delay = backoff.get(&name).map_or(Duration::from_secs(1), |(_, d)| (*d * 2).min(Duration::from_secs(300)));
-                        tracing::error!(task = %name, retry_in = ?delay, "{e}");
-                        if matches!(e, SchedulerError::Plan { error: CallError::ConnectionLost(_), .. }) {
-                            healthy = false;
-                        }
-                        backoff.insert(name.clone(), (Instant::now() + delay, delay));
-                        break;
-                    }
+                    backoff.insert(name.clone(), (Instant::now() + delay, delay));
                 }
             }
             if !healthy {
@@ -323,6 +333,9 @@ pub async fn run(pool: Pool, loaded: Arc<Loaded>, options: Options, shutdown: Ca
             continue;
         }
         drop(conn);
+        if more {
+            continue;
+        }
         tokio::select! {
             _ = tokio::time::sleep(options.tick) => {}
             _ = shutdown.cancelled() => {}

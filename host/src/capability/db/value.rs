@@ -138,3 +138,12 @@ pub fn kind(value: &Value) -> &'static str {
         Value::Numeric(_) => "numeric",
     }
 }
+
+/// Bytes a value takes in the host, roughly: what the result budget counts.
+pub fn size(value: &Value) -> usize {
+    16 + match value {
+        Value::Text(s) | Value::Json(s) | Value::Numeric(s) => s.len(),
+        Value::Bytes(b) => b.len(),
+        _ => 0,
+    }
+}

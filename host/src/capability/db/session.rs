@@ -1,0 +1,288 @@
+//! The database side of one plugin call: the call's connection, the plugin's role, the
+//! deadline, the result budget and the first error. Every statement a plugin sends, and
+//! every statement the host sends on its behalf (an outbox insert), goes through here.
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Object;
+use futures_util::future::try_join;
+use futures_util::{pin_mut, TryStreamExt};
+use postgres_types::ToSql;
+use tokio_postgres::NoTls;
+
+use super::value;
+use super::Policy;
+use crate::bindings::almanac::plugin::types::{DbError, Rows, Value};
+
+/// Distinct statement texts kept prepared per connection before the cache is reset, so
+/// a plugin generating unique SQL cannot grow a connection without bound.
+const STATEMENT_CACHE_LIMIT: usize = 256;
+
+/// How long a cancelled statement may take to report its cancellation.
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// Sent after every plugin statement, in the same round trip: the role the session is
+/// in now. A statement that changed it (a function the parser could not see into) fails
+/// the call before the plugin can send another.
+const CURRENT_ROLE: &str = "SELECT current_user::text";
+
+/// Undoes what a plugin's call may have left on its connection: its role, and any
+/// setting changed through a function (the reset value of each setting is the host's
+/// own, given when it connected). Sent by whoever ends a call that succeeded; a failed
+/// call is undone by rolling back to its savepoint.
+pub const END_CALL: &str = "RESET ROLE; RESET ALL";
+
+/// What a call's `transaction` is backed by.
+#[derive(Clone)]
+pub enum Lent {
+    /// Nothing: `describe()` gets no database.
+    Nothing,
+    /// The job's (or planning step's) connection, inside its open transaction.
+    Conn(Arc<Object>),
+    /// Statements are checked and then answered without a database (every `execute`
+    /// affects one row, every `query` returns none): for measuring the host's own cost
+    /// per call in `almanac bench`.
+    Noop,
+}
+
+/// Whose statement a [`Session`] sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Who {
+    /// The plugin's: checked by the statement policy, run under the plugin's role.
+    Plugin,
+    /// The host's own on the plugin's behalf (an outbox insert): run as the host.
+    Host,
+}
+
+/// How a call on this session ended, for the caller to decide what to do with the
+/// connection and the job.
+#[derive(Debug, Clone, Default)]
+pub struct Ending {
+    /// The first statement error of this call. PostgreSQL aborts the transaction on any
+    /// error, so the call has failed whatever the plugin does next.
+    pub failure: Option<DbError>,
+    /// The call hit its deadline while waiting for the database.
+    pub deadline_hit: bool,
+    /// A cancel request was sent on the connection; a late one could land on a later
+    /// statement, so the connection should be replaced.
+    pub cancel_sent: bool,
+    /// The connection can no longer be trusted (lost, or a cancel went unanswered).
+    pub broken: bool,
+    /// The plugin's role was set in this call: [`END_CALL`] must follow a success.
+    pub role_used: bool,
+}
+
+/// The database side of one plugin call.
+pub struct Session {
+    conn: Lent,
+    deadline: Instant,
+    policy: Arc<Policy>,
+    /// The plugin's database role; none only for `describe()` and the benchmark.
+    role: Option<Arc<crate::access::Role>>,
+    /// Bytes of rows one query may return: the plugin's memory cap, since a larger
+    /// result could never be handed to it anyway.
+    result_budget: usize,
+    ending: Ending,
+}
+
+/// A statement's own failure, before it becomes the plugin's [`DbError`].
+enum Failed {
+    Db(tokio_postgres::Error),
+    Convert(String),
+    Oversized,
+}
+
+impl From<tokio_postgres::Error> for Failed {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Failed::Db(e)
+    }
+}
+
+type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+impl Session {
+    pub fn new(conn: Lent, deadline: Instant, policy: Arc<Policy>, role: Option<Arc<crate::access::Role>>, result_budget: usize) -> Self {
+        Session { conn, deadline, policy, role, result_budget, ending: Ending::default() }
+    }
+
+    /// How the call went so far.
+    pub fn ending(&self) -> &Ending {
+        &self.ending
+    }
+
+    /// A statement that returns rows.
+    pub async fn query(&mut self, sql: String, params: Vec<Value>, who: Who) -> wasmtime::Result<Result<Rows, DbError>> {
+        let budget = self.result_budget;
+        self.run(sql, params, who, Rows { columns: Vec::new(), rows: Vec::new() }, move |conn, statement, params| {
+            Box::pin(collect(conn, statement, params, budget))
+        })
+        .await
+    }
+
+    /// A statement whose affected-row count is all that comes back.
+    pub async fn execute(&mut self, sql: String, params: Vec<Value>, who: Who) -> wasmtime::Result<Result<u64, DbError>> {
+        self.run(sql, params, who, 1, |conn, statement, params| {
+            Box::pin(async move { conn.execute(statement, params).await.map_err(Failed::Db) })
+        })
+        .await
+    }
+
+    /// Record `e` as the call's failure if it is the first, and hand it back.
+    pub fn fail(&mut self, e: DbError) -> DbError {
+        self.ending.failure.get_or_insert_with(|| e.clone());
+        e
+    }
+
+    async fn run<T: Send>(
+        &mut self,
+        sql: String,
+        params: Vec<Value>,
+        who: Who,
+        noop: T,
+        send: impl for<'a> FnOnce(&'a Object, &'a tokio_postgres::Statement, &'a Params<'a>) -> futures_util::future::BoxFuture<'a, Result<T, Failed>>,
+    ) -> wasmtime::Result<Result<T, DbError>> {
+        if let Some(first) = &self.ending.failure {
+            return Ok(Err(DbError {
+                sqlstate: first.sqlstate.clone(),
+                message: format!("transaction is aborted by an earlier error: {}", first.message),
+                retryable: first.retryable,
+            }));
+        }
+        if who == Who::Plugin {
+            let schemas = self.role.as_ref().map(|r| r.schemas.as_slice()).unwrap_or_default();
+            if let Err(refusal) = self.policy.check(&sql, schemas).await {
+                return Ok(Err(self.fail(DbError { sqlstate: refusal.sqlstate(), message: refusal.to_string(), retryable: false })));
+            }
+        }
+        let conn = match &self.conn {
+            Lent::Conn(conn) => conn.clone(),
+            Lent::Noop => return Ok(Ok(noop)),
+            Lent::Nothing => {
+                return Ok(Err(self.fail(DbError { sqlstate: None, message: "no transaction is open during describe()".into(), retryable: false })))
+            }
+        };
+        // The role switches this statement needs: the plugin's role before its first
+        // statement; for the host's own statement, the host's role before it and the
+        // plugin's again after it.
+        let role = self.role.clone();
+        let (before, after) = match (who, &role, self.ending.role_used) {
+            (Who::Plugin, Some(role), false) => (Some(role.set.as_str()), None),
+            (Who::Host, Some(role), true) => (Some("RESET ROLE"), Some(role.set.as_str())),
+            _ => (None, None),
+        };
+        let guard = who == Who::Plugin && role.is_some();
+        let params: Vec<value::Param> = params.iter().map(value::Param).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        let work = async {
+            if conn.statement_cache.size() > STATEMENT_CACHE_LIMIT {
+                conn.statement_cache.clear();
+            }
+            let current_role = match guard {
+                true => Some(conn.prepare_cached(CURRENT_ROLE).await?),
+                false => None,
+            };
+            if let Some(switch) = before {
+                conn.batch_execute(switch).await?;
+            }
+            // Parsed after the switch: name lookup (schema privileges) is checked then.
+            let statement = conn.prepare_cached(&sql).await?;
+            // The statement and the role check go out together and are answered in order.
+            let (output, now) = match &current_role {
+                Some(check) => {
+                    let (output, row) = try_join(send(&conn, &statement, &refs), async { Ok(conn.query_one(check, &[]).await?) }).await?;
+                    (output, Some(row.get::<_, String>(0)))
+                }
+                None => (send(&conn, &statement, &refs).await?, None),
+            };
+            if let Some(switch) = after {
+                conn.batch_execute(switch).await?;
+            }
+            Ok::<_, Failed>((output, now))
+        };
+        tokio::pin!(work);
+        let outcome = match tokio::time::timeout_at(self.deadline.into(), &mut work).await {
+            Ok(outcome) => outcome,
+            Err(_) => {
+                // Cancel on the server and wait for the statement to say so, so the
+                // connection is in a known state for the host's ROLLBACK TO SAVEPOINT.
+                self.ending.deadline_hit = true;
+                self.cancel(&conn, work).await;
+                return Err(wasmtime::format_err!("deadline exceeded while waiting for the database"));
+            }
+        };
+        if who == Who::Plugin && before.is_some() {
+            self.ending.role_used = true;
+        }
+        match outcome {
+            Ok((output, now)) => {
+                if let (Some(now), Some(role)) = (now, &role) {
+                    if now != role.name {
+                        return Ok(Err(self.fail(DbError {
+                            sqlstate: Some("42501".into()),
+                            message: format!(
+                                "refused: the plugin left its database role (after its statement the session runs as {now:?}, not {:?}); the job's work is rolled back",
+                                role.name
+                            ),
+                            retryable: false,
+                        })));
+                    }
+                }
+                Ok(Ok(output))
+            }
+            Err(Failed::Oversized) => {
+                // The server is still sending rows: stop it rather than read them all.
+                self.ending.cancel_sent = true;
+                let _ = conn.cancel_token().cancel_query(NoTls).await;
+                Ok(Err(self.fail(DbError {
+                    sqlstate: Some("54000".into()),
+                    message: format!(
+                        "refused: the query's rows exceed {} MiB, the plugin's memory limit; read in pages (ORDER BY ... LIMIT) or aggregate in SQL",
+                        self.result_budget >> 20
+                    ),
+                    retryable: false,
+                })))
+            }
+            Err(Failed::Convert(message)) => Ok(Err(self.fail(DbError { sqlstate: None, message, retryable: false }))),
+            Err(Failed::Db(e)) => {
+                if e.is_closed() {
+                    self.ending.broken = true;
+                }
+                let mut error = super::db_error(&e);
+                if let (Some("42501"), Some(role)) = (error.sqlstate.as_deref(), &role) {
+                    error.message.push_str(&format!(
+                        " (the plugin runs as role {}, which may use only the tables its describe() declares)",
+                        role.name
+                    ));
+                }
+                Ok(Err(self.fail(error)))
+            }
+        }
+    }
+
+    /// Cancel what runs on `conn` and wait (briefly) for `work` to end.
+    async fn cancel<F: std::future::Future>(&mut self, conn: &Object, work: std::pin::Pin<&mut F>) {
+        self.ending.cancel_sent = true;
+        let _ = conn.cancel_token().cancel_query(NoTls).await;
+        if tokio::time::timeout(CANCEL_GRACE, work).await.is_err() {
+            self.ending.broken = true;
+        }
+    }
+}
+
+/// Read a query's rows as they arrive, converting each, until the budget is spent.
+async fn collect(conn: &Object, statement: &tokio_postgres::Statement, params: &Params<'_>, budget: usize) -> Result<Rows, Failed> {
+    let stream = conn.query_raw(statement, params.iter().copied()).await?;
+    pin_mut!(stream);
+    let columns: Vec<String> = statement.columns().iter().map(|c| c.name().to_owned()).collect();
+    let mut spent = columns.iter().map(|c| c.len() + 24).sum::<usize>();
+    let mut rows = Vec::new();
+    while let Some(row) = stream.try_next().await? {
+        let values = value::row_values(&row).map_err(Failed::Convert)?;
+        spent += 24 + values.iter().map(value::size).sum::<usize>();
+        if spent > budget {
+            return Err(Failed::Oversized);
+        }
+        rows.push(values);
+    }
+    Ok(Rows { columns, rows })
+}
