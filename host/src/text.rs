@@ -4,6 +4,9 @@
 
 /// The most bytes of one error message the host stores or logs.
 pub const MAX_ERROR: usize = 4096;
+/// The most bytes of one stored message composed of clipped parts (a database error
+/// with its SQLSTATE, a trap with the plugin's stderr).
+pub const MAX_STORED: usize = 2 * MAX_ERROR;
 /// The most bytes of one plugin log line.
 pub const MAX_LOG_LINE: usize = 4096;
 

@@ -71,6 +71,8 @@ async fn plan_mistakes_are_refused_and_the_cursor_waits() {
         ("empty-key", Some("returned an empty key")),
         ("stuck", Some("returned the page after \"b\" again (paging does not advance)")),
         ("duplicates", None),
+        ("huge-key", Some("returned a key of 10485760 bytes; the limit is 1024")),
+        ("server-error", Some("failed: database error 22012: division by zero")),
     ] {
         let db = TestDb::new().await;
         db.client.batch_execute("CREATE TABLE fixture_badplan_mode (mode text NOT NULL)").await.unwrap();
@@ -95,6 +97,9 @@ async fn plan_mistakes_are_refused_and_the_cursor_waits() {
                 host.wait_log(&format!("plan of fixture-badplan for slot {}", (cursor + chrono::Duration::minutes(1)).format("%Y-%m-%dT%H:%M+00:00")), Duration::from_secs(30)).await;
                 let log = host.log();
                 assert!(log.contains(error), "{mode}: want {error:?} in:\n{log}");
+                // The plan's fault is the task's, with its own backoff: the scheduler's
+                // connection is fine and is kept.
+                assert!(!log.contains("scheduler lost its database connection"), "{mode}:\n{log}");
                 let now: chrono::DateTime<chrono::Utc> =
                     db.client.query_one("SELECT generated_through FROM almanac.schedules", &[]).await.unwrap().get(0);
                 assert_eq!(now, cursor, "{mode}: the cursor did not move");

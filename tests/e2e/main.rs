@@ -7,6 +7,7 @@ mod bench;
 mod calendar;
 mod catalogue;
 mod faults;
+mod hardening;
 mod operate;
 mod outbox;
 mod observe;

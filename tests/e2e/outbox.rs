@@ -326,7 +326,7 @@ async fn a_host_killed_between_the_200_and_its_record_redelivers_the_same_key() 
     locker.batch_execute("BEGIN; LOCK TABLE almanac.outbox IN SHARE MODE").await.unwrap();
     gate.notify_one();
     let waiting = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock' AND query LIKE '%UPDATE almanac.outbox%'",
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock' AND query LIKE '%UPDATE ONLY almanac.outbox%'",
         db.name
     );
     db.wait_count(&waiting, 1, Duration::from_secs(30)).await;

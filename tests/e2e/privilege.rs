@@ -17,14 +17,14 @@ fn attacks() -> Vec<(&'static str, String)> {
         ("write-undeclared", denied("table accounts")),
         ("reset-role", "refused: RESET ROLE changes the session, which belongs to the host".into()),
         ("set-role", "refused: SET ROLE changes the session, which belongs to the host".into()),
-        ("set-config-role", "refused: function set_config is on the host's deny list".into()),
+        ("set-config-role", "refused: function set_config is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job)".into()),
         ("commit", commit.into()),
         ("swallow-commit", commit.into()),
         ("drop-table", "refused: DROP is DDL; declare your tables in `describe()` (`tables` and `setup`) instead".into()),
         ("copy-to-program", "refused: COPY is not available to plugins".into()),
         ("second-statement", "refused: 2 statements in one string; send them one at a time".into()),
-        ("read-server-file", "refused: function pg_read_file is on the host's deny list".into()),
-        ("huge-query", format!("refused: the statement is {} bytes; the limit is 1048576", (10 << 20) + 9)),
+        ("read-server-file", "refused: function pg_read_file is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job)".into()),
+        ("huge-query", format!("refused: the statement is {} bytes; the limit is 262144", (10 << 20) + 9)),
     ]
 }
 

@@ -153,25 +153,29 @@ pub async fn sweep(conn: &impl tokio_postgres::GenericClient) -> Result<Swept, t
     Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2) })
 }
 
-/// Sweep every `every` until `shutdown`; the first sweep runs at once, so a host that
-/// restarts after a crash counts it before long.
+/// Sweep once, saying what was found.
+pub async fn sweep_once(pool: &Pool, shutdown: &CancellationToken) {
+    let Ok(conn) = crate::db::connect(pool, shutdown).await else { return };
+    match sweep(&**conn).await {
+        Ok(swept) if swept.crashed + swept.marked > 0 => tracing::warn!(
+            crashed = swept.crashed,
+            marked = swept.marked,
+            "jobs ended with the host or connection running them: counted as crashes (a job claimed alone also as a failed attempt); \
+             jobs of a larger batch run alone from now on"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::debug!("claims sweep: {}", crate::db::error_chain(&e)),
+    }
+}
+
+/// Sweep every `every` until `shutdown` (the executor sweeps once itself before its
+/// workers claim anything, so a host restarting after a crash counts it first).
 pub async fn sweep_loop(pool: Pool, every: std::time::Duration, shutdown: CancellationToken) {
-    while !shutdown.is_cancelled() {
-        if let Ok(conn) = crate::db::connect(&pool, &shutdown).await {
-            match sweep(&**conn).await {
-                Ok(swept) if swept.crashed + swept.marked > 0 => tracing::warn!(
-                    crashed = swept.crashed,
-                    marked = swept.marked,
-                    "jobs ended with the host or connection running them: counted as crashes (a job claimed alone also as a failed attempt); \
-                     jobs of a larger batch run alone from now on"
-                ),
-                Ok(_) => {}
-                Err(e) => tracing::debug!("claims sweep: {}", crate::db::error_chain(&e)),
-            }
-        }
+    loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.cancelled() => return,
         }
+        sweep_once(&pool, &shutdown).await;
     }
 }

@@ -105,6 +105,7 @@ pub async fn run(
     let host = format!("{} pid {}", hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
     let context = Arc::new(Context { loaded, options: options.clone(), recorder });
+    claims::sweep_once(&pool, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
     workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, shutdown.clone()));
     for id in 0..options.workers {
@@ -133,7 +134,7 @@ impl Worker {
         let mut slots = SlotCache::default();
         let mut registry = self.context.loaded.load_full();
         let mut tasks = registry.tasks();
-        let mut alone = Vec::new();
+        let mut alone = std::collections::VecDeque::new();
         while !shutdown.is_cancelled() {
             let conn = match crate::db::connect(&self.pool, &shutdown).await {
                 Ok(conn) => Arc::new(conn),
@@ -155,7 +156,7 @@ impl Worker {
                     tasks = now.tasks();
                     registry = now;
                 }
-                let one = alone.last().cloned();
+                let one = alone.front().cloned();
                 let claim = match &one {
                     Some(job) => Claim::One(job),
                     None => Claim::Due(&tasks),
@@ -163,7 +164,7 @@ impl Worker {
                 let result = run_batch(&conn, backend, &self.context, claim, &mut slots).await;
                 if let Ok(outcome) = &result {
                     if one.is_some() {
-                        alone.pop();
+                        alone.pop_front();
                     }
                     for (task, end, elapsed) in &outcome.jobs {
                         self.metrics.record_job(task, *end, *elapsed);
@@ -421,7 +422,7 @@ async fn run_job(
         Err(e) => {
             let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
             let delay = crate::backoff::delay(options.retry_base, options.retry_max, job.attempt);
-            let message = crate::text::clip(e.to_string(), crate::text::MAX_ERROR);
+            let message = crate::text::clip(e.to_string(), crate::text::MAX_STORED);
             // ROLLBACK TO undoes the plugin's writes and its SET LOCAL ROLE together.
             try_join3(
                 conn.batch_execute("ROLLBACK TO SAVEPOINT job"),

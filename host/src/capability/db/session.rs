@@ -151,7 +151,8 @@ impl Session {
         if who == Who::Plugin {
             let schemas = self.role.as_ref().map(|r| r.schemas.as_slice()).unwrap_or_default();
             if let Err(refusal) = self.policy.check(&sql, schemas).await {
-                return Ok(Err(self.fail(DbError { sqlstate: refusal.sqlstate(), message: refusal.to_string(), retryable: false })));
+                let message = crate::text::clip(refusal.to_string(), crate::text::MAX_ERROR);
+                return Ok(Err(self.fail(DbError { sqlstate: refusal.sqlstate(), message, retryable: false })));
             }
         }
         let conn = match &self.conn {
