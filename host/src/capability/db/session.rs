@@ -182,18 +182,23 @@ impl Session {
                 true => Some(conn.prepare_cached(CURRENT_ROLE).await?),
                 false => None,
             };
-            if let Some(switch) = before {
-                conn.batch_execute(switch).await?;
-            }
-            // Parsed after the switch: name lookup (schema privileges) is checked then.
-            let statement = conn.prepare_cached(&sql).await?;
-            // The statement and the role check go out together and are answered in order.
-            let (output, now) = match &current_role {
-                Some(check) => {
-                    let (output, row) = try_join(send(&conn, &statement, &refs), async { Ok(conn.query_one(check, &[]).await?) }).await?;
-                    (output, Some(row.get::<_, String>(0)))
+            let statement = async {
+                // Parsed after the switch: name lookup (schema privileges) is checked then.
+                let statement = conn.prepare_cached(&sql).await?;
+                // The statement and the role check go out together and are answered in order.
+                match &current_role {
+                    Some(check) => {
+                        let (output, row) = try_join(send(&conn, &statement, &refs), async { Ok(conn.query_one(check, &[]).await?) }).await?;
+                        Ok::<_, Failed>((output, Some(row.get::<_, String>(0))))
+                    }
+                    None => Ok((send(&conn, &statement, &refs).await?, None)),
                 }
-                None => (send(&conn, &statement, &refs).await?, None),
+            };
+            let (output, now) = match before {
+                // Polled first, so sent first: the switch precedes the statement, in the
+                // same round trip.
+                Some(switch) => try_join(async { conn.batch_execute(switch).await.map_err(Failed::Db) }, statement).await?.1,
+                None => statement.await?,
             };
             if let Some(switch) = after {
                 conn.batch_execute(switch).await?;
