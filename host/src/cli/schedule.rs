@@ -84,8 +84,7 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
             };
             println!("{}", serde_json::to_string(&line)?);
         } else {
-            let length = (slot.end - slot.start).to_std().map(humantime::format_duration);
-            let length = length.map_or_else(|_| "-".to_owned(), |d| d.to_string());
+            let length = slot.length();
             println!("{:<28} {:<22} {:>9}  {}", local.format("%Y-%m-%d %H:%M:%S %:z"), slot.start.format("%Y-%m-%d %H:%M:%SZ"), length, slot.label);
         }
     }

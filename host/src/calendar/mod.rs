@@ -1,0 +1,377 @@
+//! Business calendars: a cron expression read as wall-clock time in an IANA zone.
+//!
+//! Each occurrence starts a *slot* that lasts until the next occurrence. Occurrences
+//! follow cronie's daylight-saving rules:
+//!
+//! * a wall time that exists once fires at that instant;
+//! * a wall time skipped by a spring-forward gap fires at the first instant after the
+//!   gap for a fixed-hour schedule, and not at all for a real-time schedule;
+//! * a wall time repeated by a fall-back fires once (first copy) for a fixed-hour
+//!   schedule, and in both copies for a real-time schedule;
+//! * several wall times resolving to the same instant give one slot;
+//! * a wall time on a local *day* that has no instants at all (Samoa skipped
+//!   2011-12-30) does not fire: that business day never happened, so it has no slot.
+//!
+//! A slot's label names the business period the schedule defines, in one form per
+//! schedule: a schedule that fires at most once a day names the local day
+//! (`2018-11-04`, also when a gap moved that day's occurrence to 01:00); a sub-daily one
+//! always names the local time with its offset (`2026-12-03T00:15+00:00`, and
+//! `2026-12-03T00:00+00:00` at midnight). An instant that is not an occurrence (a slot
+//! given by hand) is named by its local time.
+//!
+//! A schedule is real-time when its hour field starts with `*` or contains `/`.
+//! Nothing here reads the process time zone or the clock: results depend only on the
+//! arguments.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::str::FromStr;
+
+use chrono::{DateTime, LocalResult, NaiveDate, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike, Utc};
+use chrono_tz::Tz;
+use croner::parser::{CronParser, Seconds, Year};
+use croner::Cron;
+
+/// `end` of a slot whose schedule never fires again: 9999-12-31T23:59:59Z, the latest
+/// instant that still has a four-digit year, so RFC 3339 consumers accept it.
+pub const OPEN_END: DateTime<Utc> = match NaiveDate::from_ymd_opt(9999, 12, 31) {
+    Some(date) => match date.and_hms_opt(23, 59, 59) {
+        Some(naive) => DateTime::from_naive_utc_and_offset(naive, Utc),
+        None => DateTime::<Utc>::MAX_UTC,
+    },
+    None => DateTime::<Utc>::MAX_UTC,
+};
+
+/// Largest change of UTC offset at one transition that the search allows for. DST
+/// shifts are at most 2h (Antarctica/Troll); Lord Howe's is 30 minutes.
+const MAX_DST_SHIFT: TimeDelta = TimeDelta::hours(3);
+
+/// How far past a nonexistent wall time to look for the end of its gap. Gaps are at
+/// most a day (Samoa skipped 2011-12-30), so this only guards against a broken zone.
+const GAP_SCAN_MINUTES: u32 = 48 * 60;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CalendarError {
+    #[error("invalid cron expression {expr:?}: {reason}")]
+    Cron { expr: String, reason: String },
+    #[error("unknown time zone {0:?} (expected an IANA name such as Asia/Shanghai)")]
+    Zone(String),
+}
+
+/// A cron expression (5 fields, or 6 with seconds first) in a business time zone.
+#[derive(Clone)]
+pub struct Schedule {
+    cron: Cron,
+    zone: Tz,
+    expr: String,
+    real_time: bool,
+    /// Whether any wall time matches at all; see [`can_match`].
+    matchable: bool,
+    /// Whether it fires at most once a local day (one time of day); see [`once_a_day`].
+    daily: bool,
+}
+
+// croner's Debug dumps every bit field; the text says the same in one line.
+impl std::fmt::Debug for Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut f = f.debug_struct("Schedule");
+        f.field("cron", &self.expr).field("zone", &self.zone).field("real_time", &self.real_time).finish()
+    }
+}
+
+/// One business period: from an occurrence up to the next one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub start: DateTime<Utc>,
+    /// The next occurrence after `start`, or [`OPEN_END`] if there is none.
+    pub end: DateTime<Utc>,
+    /// The business period: `YYYY-MM-DD` for a schedule that fires at most once a day,
+    /// otherwise `YYYY-MM-DDTHH:MM[:SS]±HH:MM` (see the module's docs).
+    pub label: String,
+}
+
+impl Slot {
+    pub fn local_start(&self, zone: Tz) -> DateTime<Tz> {
+        self.start.with_timezone(&zone)
+    }
+
+    /// How long the slot lasts, in days, hours, minutes and seconds (`31d`, `1d 1h`,
+    /// `23h 30m`); `-` for a slot with no end.
+    pub fn length(&self) -> String {
+        if self.end == OPEN_END {
+            return "-".into();
+        }
+        let total = (self.end - self.start).num_seconds();
+        let parts = [(total / 86_400, "d"), (total % 86_400 / 3_600, "h"), (total % 3_600 / 60, "m"), (total % 60, "s")];
+        let text: Vec<String> = parts.iter().filter(|(n, _)| *n != 0).map(|(n, unit)| format!("{n}{unit}")).collect();
+        if text.is_empty() { "0s".into() } else { text.join(" ") }
+    }
+}
+
+impl Schedule {
+    pub fn new(cron: &str, zone: &str) -> Result<Schedule, CalendarError> {
+        let parsed = CronParser::builder()
+            .seconds(Seconds::Optional)
+            .year(Year::Disallowed)
+            .build()
+            .parse(cron)
+            .map_err(|e| CalendarError::Cron { expr: cron.to_string(), reason: e.to_string() })?;
+        let tz = Tz::from_str(zone.trim()).map_err(|_| CalendarError::Zone(zone.to_string()))?;
+        // croner's own copy of the text has nicknames such as @hourly expanded.
+        let real_time = hour_field_is_real_time(parsed.pattern.as_str());
+        let matchable = can_match(&parsed);
+        let daily = once_a_day(&parsed);
+        Ok(Schedule { cron: parsed, zone: tz, expr: cron.to_string(), real_time, matchable, daily })
+    }
+
+    pub fn cron(&self) -> &str {
+        &self.expr
+    }
+
+    pub fn zone(&self) -> Tz {
+        self.zone
+    }
+
+    /// The first slot starting strictly after `after`.
+    pub fn next_after(&self, after: DateTime<Utc>) -> Option<Slot> {
+        self.slots_after(after).next()
+    }
+
+    /// Slots starting strictly after `after`, in increasing order (an iterator; lazily
+    /// computed). It ends when croner's search limit (year 5000) is reached.
+    pub fn slots_after(&self, after: DateTime<Utc>) -> impl Iterator<Item = Slot> + '_ {
+        let mut occurrences = self.occurrences_after(after);
+        let mut upcoming: Option<Option<DateTime<Utc>>> = None;
+        std::iter::from_fn(move || {
+            let start = match upcoming.take() {
+                Some(start) => start,
+                None => occurrences.next(),
+            }?;
+            let end = occurrences.next();
+            upcoming = Some(end);
+            Some(self.slot(start, end.unwrap_or(OPEN_END), true))
+        })
+    }
+
+    /// The slot that starts exactly at `start` (start need not be an occurrence; end =
+    /// next occurrence after start).
+    pub fn slot_at(&self, start: DateTime<Utc>) -> Slot {
+        let end = self.occurrences_after(start).next().unwrap_or(OPEN_END);
+        let on_calendar = start
+            .checked_sub_signed(TimeDelta::microseconds(1))
+            .is_some_and(|before| self.occurrences_after(before).next() == Some(start));
+        self.slot(start, end, on_calendar)
+    }
+
+    fn slot(&self, start: DateTime<Utc>, end: DateTime<Utc>, on_calendar: bool) -> Slot {
+        Slot { start, end, label: self.label(start, on_calendar) }
+    }
+
+    fn label(&self, start: DateTime<Utc>, on_calendar: bool) -> String {
+        if self.daily && on_calendar {
+            if let Some(day) = self.business_day(start) {
+                return day.format("%Y-%m-%d").to_string();
+            }
+        }
+        let local = start.with_timezone(&self.zone);
+        let time = local.time();
+        let format = if time.nanosecond() != 0 {
+            "%Y-%m-%dT%H:%M:%S%.f%:z"
+        } else if time.second() != 0 {
+            "%Y-%m-%dT%H:%M:%S%:z"
+        } else {
+            "%Y-%m-%dT%H:%M%:z"
+        };
+        local.format(format).to_string()
+    }
+
+    /// The local day an occurrence belongs to: the day of the wall time that matched —
+    /// `start`'s own, or, when a gap moved the occurrence, the skipped one.
+    fn business_day(&self, start: DateTime<Utc>) -> Option<NaiveDate> {
+        let wall = local_naive(self.zone, start)?;
+        let own = self.cron.is_time_matching(&Utc.from_utc_datetime(&wall)).unwrap_or(false);
+        let before = local_naive(self.zone, start.checked_sub_signed(TimeDelta::seconds(1))?)?;
+        if !own && wall - before > TimeDelta::seconds(1) {
+            // A gap just before `start`: the matching wall time lies inside it.
+            let skipped = before.checked_add_signed(TimeDelta::seconds(1))?;
+            let matched = self.cron.find_next_occurrence(&Utc.from_utc_datetime(&skipped), true).ok()?.naive_utc();
+            if matched < wall {
+                return Some(matched.date());
+            }
+        }
+        Some(wall.date())
+    }
+
+    /// Whether the local day of `naive` has no instant at all (the zone jumped over it).
+    fn day_missing(&self, naive: NaiveDateTime) -> bool {
+        let midnight = naive.date().and_hms_opt(0, 0, 0).expect("midnight");
+        self.zone.from_local_datetime(&midnight).earliest().is_none()
+            && self
+                .gap_end(midnight)
+                .and_then(|end| local_naive(self.zone, end))
+                .is_some_and(|first| first.date() > naive.date())
+    }
+
+    fn occurrences_after(&self, after: DateTime<Utc>) -> Occurrences<'_> {
+        Occurrences { schedule: self, floor: after, heap: BinaryHeap::new(), upcoming: None, scan_from: self.scan_start(after) }
+    }
+
+    /// The wall time from which to enumerate so that no occurrence after `after` is missed.
+    fn scan_start(&self, after: DateTime<Utc>) -> Option<NaiveDateTime> {
+        let wall = local_naive(self.zone, after)?.with_nanosecond(0)?;
+        // Only a fall-back soon after `after` can put a later instant on an earlier wall
+        // time (the second copy of the repeated hour); a gap never does.
+        let offset_at = |t: DateTime<Utc>| self.zone.offset_from_utc_datetime(&t.naive_utc()).fix();
+        let soon = after.checked_add_signed(MAX_DST_SHIFT).map(offset_at);
+        if soon == Some(offset_at(after)) {
+            Some(wall)
+        } else {
+            wall.checked_sub_signed(MAX_DST_SHIFT)
+        }
+    }
+
+    /// The next wall time matching the pattern, resolved to instants in the zone.
+    fn candidate(&self, from: NaiveDateTime, inclusive: bool) -> Option<Candidate> {
+        if !self.matchable {
+            return None;
+        }
+        // Croner enumerates in UTC, where every wall time exists exactly once.
+        let probe = Utc.from_utc_datetime(&from);
+        let naive = self.cron.find_next_occurrence(&probe, inclusive).ok()?.naive_utc();
+        let utc = |t: DateTime<Tz>| t.with_timezone(&Utc);
+        let (low, fires) = match self.zone.from_local_datetime(&naive) {
+            LocalResult::Single(t) => (Some(utc(t)), [Some(utc(t)), None]),
+            LocalResult::Ambiguous(a, b) => {
+                let (first, second) = (utc(a).min(utc(b)), utc(a).max(utc(b)));
+                (Some(first), [Some(first), self.real_time.then_some(second)])
+            }
+            LocalResult::None => {
+                let end = self.gap_end(naive);
+                let fires = !self.real_time && !self.day_missing(naive);
+                (end, [if fires { end } else { None }, None])
+            }
+        };
+        Some(Candidate { naive, low, fires })
+    }
+
+    /// The first instant whose wall time is after the nonexistent `naive`.
+    fn gap_end(&self, naive: NaiveDateTime) -> Option<DateTime<Utc>> {
+        let exists = |t: NaiveDateTime| self.zone.from_local_datetime(&t).earliest();
+        let mut probe = naive;
+        for _ in 0..GAP_SCAN_MINUTES {
+            probe = probe.checked_add_signed(TimeDelta::minutes(1))?;
+            if exists(probe).is_some() {
+                // The previous minute was still in the gap, so it ends within 59s before `probe`.
+                return (0..60i64)
+                    .rev()
+                    .filter_map(|back| probe.checked_sub_signed(TimeDelta::seconds(back)))
+                    .find_map(exists)
+                    .map(|t| t.with_timezone(&Utc));
+            }
+        }
+        None
+    }
+}
+
+/// A matching wall time and what it resolves to.
+struct Candidate {
+    naive: NaiveDateTime,
+    /// The earliest instant whose wall time is at or after `naive`; every later
+    /// candidate resolves to this instant or a later one. `None` if unknown.
+    low: Option<DateTime<Utc>>,
+    fires: [Option<DateTime<Utc>>; 2],
+}
+
+/// Occurrence instants after `floor`, increasing and without duplicates.
+///
+/// Wall times are enumerated in order, but their instants are not: the second copy of a
+/// repeated hour comes after the wall times that follow it. Instants wait in a min-heap
+/// until the next unprocessed wall time can only resolve to something later.
+struct Occurrences<'a> {
+    schedule: &'a Schedule,
+    floor: DateTime<Utc>,
+    heap: BinaryHeap<Reverse<DateTime<Utc>>>,
+    upcoming: Option<Candidate>,
+    /// Where the first search starts; taken on the first call so creation stays cheap.
+    scan_from: Option<NaiveDateTime>,
+}
+
+impl Iterator for Occurrences<'_> {
+    type Item = DateTime<Utc>;
+
+    fn next(&mut self) -> Option<DateTime<Utc>> {
+        if let Some(from) = self.scan_from.take() {
+            self.upcoming = self.schedule.candidate(from, true);
+        }
+        loop {
+            if let Some(&Reverse(t)) = self.heap.peek() {
+                if t <= self.floor {
+                    self.heap.pop();
+                    continue;
+                }
+                let settled = match &self.upcoming {
+                    None => true,
+                    Some(next) => next.low.is_some_and(|low| t <= low),
+                };
+                if settled {
+                    self.heap.pop();
+                    self.floor = t;
+                    return Some(t);
+                }
+            }
+            let current = self.upcoming.take()?;
+            self.heap.extend(current.fires.into_iter().flatten().map(Reverse));
+            self.upcoming = self.schedule.candidate(current.naive, false);
+        }
+    }
+}
+
+/// cronie's rule, from the hour field's text: `*`, `*/2` or `1-23/2` is real-time.
+fn hour_field_is_real_time(pattern: &str) -> bool {
+    let fields: Vec<&str> = pattern.split_whitespace().collect();
+    let hour = match fields.len() {
+        5 => fields[1],
+        6 => fields[2],
+        _ => return false,
+    };
+    hour.starts_with('*') || hour.contains('/')
+}
+
+/// croner gives up on a pattern that never matches (`0 0 30 2 *`, or `,,, * * * *` with
+/// an empty minute set) only after searching to year 5000, which takes seconds. Time
+/// fields are independent of each other and of the date, and Gregorian dates (weekdays
+/// included) repeat every 400 years, so this decides it in a few thousand checks.
+fn can_match(cron: &Cron) -> bool {
+    let p = &cron.pattern;
+    let time_ok = (0..60).any(|v| p.second_match(v).unwrap_or(false))
+        && (0..60).any(|v| p.minute_match(v).unwrap_or(false))
+        && (0..24).any(|v| p.hour_match(v).unwrap_or(false));
+    time_ok
+        && (2000..2400).any(|year| {
+            (1..=12).any(|month| {
+                p.month_match(month).unwrap_or(false)
+                    && (1..=31).any(|day| {
+                        NaiveDate::from_ymd_opt(year, month, day).is_some() && p.day_match(year, month, day).unwrap_or(false)
+                    })
+            })
+        })
+}
+
+/// Whether the pattern matches exactly one time of day (one second, minute and hour),
+/// so it fires at most once a local day: its slots are named by their day.
+fn once_a_day(cron: &Cron) -> bool {
+    let p = &cron.pattern;
+    let count = |n: u32, matches: &dyn Fn(u32) -> bool| (0..n).filter(|&v| matches(v)).count();
+    count(60, &|v| p.second_match(v).unwrap_or(false)) == 1
+        && count(60, &|v| p.minute_match(v).unwrap_or(false)) == 1
+        && count(24, &|v| p.hour_match(v).unwrap_or(false)) == 1
+}
+
+/// `t` as a wall time in `zone`; `None` instead of chrono's panic at the edge of its range.
+fn local_naive(zone: Tz, t: DateTime<Utc>) -> Option<NaiveDateTime> {
+    let offset = zone.offset_from_utc_datetime(&t.naive_utc()).fix();
+    t.naive_utc().checked_add_signed(TimeDelta::seconds(i64::from(offset.local_minus_utc())))
+}
+
+#[cfg(test)]
+mod tests;
