@@ -62,6 +62,14 @@ pub fn check_table_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The schemas of declared table names: `accounts` is in `public`.
+pub fn schemas_of(tables: &[String]) -> Vec<String> {
+    let mut schemas: Vec<String> = tables.iter().map(|t| t.split_once('.').map_or("public", |(s, _)| s).to_owned()).collect();
+    schemas.sort();
+    schemas.dedup();
+    schemas
+}
+
 /// The database role a task's statements run under. Role names are cluster-wide and at
 /// most 63 bytes; a long task name is shortened and made unique with a digest.
 pub fn role_name(task: &str) -> String {
@@ -98,7 +106,7 @@ pub struct Role {
 impl Role {
     pub fn new(name: &str, tables: &[TableGrant]) -> Role {
         let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
-        Role { name: name.to_owned(), set: set_role_sql(name), schemas: crate::capability::db::policy::schemas_of(&names) }
+        Role { name: name.to_owned(), set: set_role_sql(name), schemas: schemas_of(&names) }
     }
 }
 
@@ -185,7 +193,7 @@ fn lost_race(e: &tokio_postgres::Error) -> bool {
 pub async fn run_setup(tx: &Transaction<'_>, role: &str, writable: &[String], statements: &[String]) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
     let names: Vec<String> = writable.to_vec();
-    for schema in crate::capability::db::policy::schemas_of(&names) {
+    for schema in schemas_of(&names) {
         tx.batch_execute(&format!("GRANT USAGE, CREATE ON SCHEMA {} TO {grantee}", quote_ident(&schema)))
             .await
             .map_err(|e| AccessError::Grant { privileges: "CREATE".into(), table: format!("schema {schema}"), role: role.to_owned(), reason: crate::db::error_chain(&e) })?;

@@ -6,12 +6,16 @@ mod generated {
         imports: { default: async | trappable },
         exports: { default: async },
         with: {
-            "almanac:plugin/db.transaction": crate::capability::db::Transaction,
+            "almanac:plugin/db.transaction": crate::bindings::Transaction,
         },
     });
 }
 
 pub use generated::*;
+
+/// The rep of the WIT `transaction` resource. It carries nothing: the call's database
+/// state lives in its [`Session`](crate::capability::db::Session).
+pub struct Transaction;
 
 /// The WIT package version this host implements.
 pub const WIT_VERSION: &str = "almanac:plugin@0.1.0";

@@ -25,7 +25,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::calendar::Schedule;
-use crate::plugin::spec::{CatchUp, TaskSpec};
+use crate::task::{CatchUp, TaskSpec};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -64,17 +64,8 @@ pub struct TaskSettings {
     pub start_at: Option<DateTime<Utc>>,
     /// Force the paused flag at start (None: leave it).
     pub paused: Option<bool>,
-    /// How far back backfills may reach (None: the default, see [`default_horizon`]).
+    /// How far back backfills may reach (None: the default, see [`crate::task::default_horizon`]).
     pub horizon: Option<std::time::Duration>,
-}
-
-/// 30 days, or the catch-up window if that is longer.
-pub fn default_horizon(catch_up: CatchUp) -> std::time::Duration {
-    let month = std::time::Duration::from_secs(30 * 86_400);
-    match catch_up {
-        CatchUp::Window(window) => window.max(month),
-        _ => month,
-    }
 }
 
 /// A parsed, not yet applied, configuration file.
@@ -155,26 +146,12 @@ impl Config {
             };
         }
         if let Some(c) = &o.catch_up {
-            spec.catch_up = match parse_catch_up(c.get_ref()) {
+            spec.catch_up = match c.get_ref().parse::<CatchUp>() {
                 Ok(c) => c,
                 Err(e) => return self.invalid(c.span(), e),
             };
         }
         Ok(spec)
-    }
-}
-
-/// `all`, `latest` or `window=<duration>` (e.g. `window=3d`).
-pub fn parse_catch_up(text: &str) -> Result<CatchUp, String> {
-    match text {
-        "all" => Ok(CatchUp::All),
-        "latest" => Ok(CatchUp::Latest),
-        _ => match text.strip_prefix("window=") {
-            Some(d) => humantime::parse_duration(d)
-                .map(CatchUp::Window)
-                .map_err(|e| format!("catch_up {text:?}: invalid duration: {e}")),
-            None => Err(format!("catch_up {text:?}: expected all, latest or window=<duration> (e.g. window=3d)")),
-        },
     }
 }
 
@@ -197,20 +174,6 @@ pub fn parse_instant(text: &str, zone: chrono_tz::Tz) -> Result<DateTime<Utc>, S
     Err(format!("{text:?}: no such day in {zone}"))
 }
 
-/// A duration as an operator would write it: `3d`, `12h`, `90s`, else humantime's form.
-pub fn format_duration(d: std::time::Duration) -> String {
-    let secs = d.as_secs();
-    if d.subsec_nanos() != 0 || secs == 0 {
-        return humantime::format_duration(d).to_string();
-    }
-    match (secs % 86_400, secs % 3_600, secs % 60) {
-        (0, _, _) => format!("{}d", secs / 86_400),
-        (_, 0, _) => format!("{}h", secs / 3_600),
-        (_, _, 0) => format!("{}m", secs / 60),
-        _ => format!("{secs}s"),
-    }
-}
-
 /// The default configuration path, used only if the file exists.
 pub fn default_path() -> PathBuf {
     PathBuf::from("almanac.toml")
@@ -230,8 +193,8 @@ mod tests {
 
     #[test]
     fn catch_up_and_instants_parse() {
-        assert_eq!(parse_catch_up("window=3d"), Ok(CatchUp::Window(std::time::Duration::from_secs(3 * 86400))));
-        assert!(parse_catch_up("sometimes").unwrap_err().contains("expected all, latest or window="));
+        assert_eq!("window=3d".parse(), Ok(CatchUp::Window(std::time::Duration::from_secs(3 * 86400))));
+        assert!("sometimes".parse::<CatchUp>().unwrap_err().contains("expected all, latest or window="));
         let shanghai: chrono_tz::Tz = "Asia/Shanghai".parse().unwrap();
         assert_eq!(parse_instant("2026-03-08", shanghai).unwrap().to_rfc3339(), "2026-03-07T16:00:00+00:00");
         assert_eq!(parse_instant("2026-03-08T02:30:00-05:00", shanghai).unwrap().to_rfc3339(), "2026-03-08T07:30:00+00:00");

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::db::SessionSettings;
 use crate::metrics::Metrics;
-use crate::plugin::folder::{Folder, Refusal};
+use crate::catalog::{Folder, Refusal};
 use crate::plugin::{Limits, Loaded, Registry, Runtime};
 use crate::{access, executor, migrate, outbox, scheduler};
 

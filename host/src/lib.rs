@@ -1,17 +1,20 @@
 //! Almanac: calendar jobs on PostgreSQL that come out right, exactly once in effect,
 //! with task logic in sandboxed WebAssembly components.
 //!
-//! The data's path through the modules: [`calendar`] (cron + zone -> slots),
-//! [`scheduler`] (cursor -> jobs), [`executor`] (claim -> run -> commit), [`plugin`]
-//! (load, limits, instantiate) and [`capability`] (what a plugin is lent); [`outbox`]
-//! delivers the messages jobs published; [`metrics`], [`dashboard`] and [`listen`] show
-//! an operator what is going on.
+//! The data's path through the modules: [`catalog`] (which plugins are served),
+//! [`calendar`] (cron + zone -> slots), [`scheduler`] (cursor -> jobs), [`executor`]
+//! (claim -> run -> commit), [`plugin`] (the wasm runtime), [`task`] (what a task is) and
+//! [`capability`] (what a plugin is lent); [`outbox`] delivers the messages jobs
+//! published; [`metrics`], [`dashboard`] and [`listen`] show an operator what is going
+//! on. The modules form layers, checked by `host/tests/layers.rs`
+//! (`docs/architecture.md`).
 pub mod access;
 pub mod backoff;
 pub mod bench;
 pub mod bindings;
 pub mod calendar;
 pub mod capability;
+pub mod catalog;
 pub mod cluster;
 pub mod config;
 pub mod dashboard;
@@ -26,5 +29,6 @@ pub mod outbox;
 pub mod plugin;
 pub mod scheduler;
 pub mod status;
+pub mod task;
 pub mod text;
 pub mod wake;

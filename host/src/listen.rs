@@ -88,7 +88,12 @@ pub async fn bind(addr: std::net::SocketAddr, observed: Arc<Observed>, shutdown:
 
 async fn metrics(State(observed): State<Arc<Observed>>) -> Response {
     let client = observed.client().await;
-    let text = observed.metrics.render(client.as_deref().map(|c| &**c), &observed.registry()).await;
+    let served: Vec<crate::metrics::Served> = observed
+        .registry()
+        .iter()
+        .map(|p| crate::metrics::Served { task: p.name().to_owned(), version: p.spec.version.clone(), digest: p.digest.clone() })
+        .collect();
+    let text = observed.metrics.render(client.as_deref().map(|c| &**c), &served).await;
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
 }
 

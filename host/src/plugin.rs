@@ -1,7 +1,5 @@
 //! Loading plugins and calling them: one shared [`Runtime`] (engine, linker, on-disk
 //! cache of compiled code), one [`Plugin`] per component, a fresh instance per call.
-pub mod folder;
-pub mod spec;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,8 +16,11 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::bindings::exports::almanac::plugin::task::TaskError;
 use crate::bindings::{TaskPlugin, TaskPluginPre, WIT_VERSION};
-use crate::capability::db::{Ending, Lent, Policy, Session, Transaction};
-pub use spec::TaskSpec;
+use crate::bindings::almanac::plugin as wit;
+use crate::bindings::Transaction;
+use crate::capability::db::{Ending, Lent, Policy, Session};
+use crate::capability::log::{CallFields, Logger};
+pub use crate::task::TaskSpec;
 
 /// How often the engine's epoch advances; the resolution of plugin deadlines.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -140,26 +141,16 @@ impl wasmtime::ResourceLimiter for MemoryCap {
     }
 }
 
-/// Who a call is for, attached to the plugin's log lines.
-#[derive(Debug, Clone, Default)]
-pub struct CallFields {
-    pub plugin: String,
-    pub task: String,
-    pub slot: String,
-    pub key: String,
-}
-
 /// A store's data for one call.
 pub struct HostState {
     wasi: WasiCtx,
     pub(crate) table: ResourceTable,
     limiter: MemoryCap,
-    pub(crate) db: Session,
-    pub(crate) fields: CallFields,
+    db: Session,
+    log: Logger,
     stderr: MemoryOutputPipe,
     /// When the call must end; checked on every epoch tick.
     deadline: Instant,
-    pub(crate) log: crate::capability::log::Budget,
 }
 
 impl WasiView for HostState {
@@ -223,7 +214,12 @@ impl Runtime {
         let engine = Engine::new(&config).map_err(wasm_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm_error)?;
-        TaskPlugin::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s).map_err(wasm_error)?;
+        // Each interface is linked to the part of the store it needs: the capabilities
+        // know nothing of the runtime.
+        wit::types::add_to_linker::<HostState, HasSelf<Session>>(&mut linker, |s| &mut s.db).map_err(wasm_error)?;
+        wit::db::add_to_linker::<HostState, HasSelf<Session>>(&mut linker, |s| &mut s.db).map_err(wasm_error)?;
+        wit::outbox::add_to_linker::<HostState, HasSelf<Session>>(&mut linker, |s| &mut s.db).map_err(wasm_error)?;
+        wit::log::add_to_linker::<HostState, HasSelf<Logger>>(&mut linker, |s| &mut s.log).map_err(wasm_error)?;
         let ticker = {
             let engine = engine.weak();
             std::thread::Builder::new().name("almanac-epoch".into()).spawn(move || {
@@ -378,11 +374,10 @@ impl Plugin {
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryCap(self.runtime.limits.memory_bytes),
-            db: Session::new(conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes),
-            fields,
+            db: Session::new(fields.task.clone(), conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes),
+            log: Logger::new(fields),
             stderr,
             deadline,
-            log: Default::default(),
         };
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -553,7 +548,7 @@ pub struct Registry {
     plugins: HashMap<String, Arc<Plugin>>,
 }
 
-/// The registry the workers read now; [`folder::Folder`] replaces it on reload.
+/// The registry the workers read now; [`crate::catalog::Folder`] replaces it on reload.
 pub type Loaded = arc_swap::ArcSwap<Registry>;
 
 impl Registry {

@@ -3,7 +3,6 @@
 //! (ten million `log` calls once wrote 2.7 GB of host log in 40 s); past it, lines are
 //! dropped and the drop is said once.
 use crate::bindings::almanac::plugin::log::{Host, Level};
-use crate::plugin::HostState;
 use crate::text::{clip, MAX_LOG_LINE};
 
 /// Lines one call may log.
@@ -11,18 +10,40 @@ pub const MAX_LINES: u32 = 100;
 /// Bytes one call may log, all lines together.
 pub const MAX_BYTES: usize = 64 << 10;
 
+/// Who a call is for, attached to the plugin's log lines.
+#[derive(Debug, Clone, Default)]
+pub struct CallFields {
+    pub plugin: String,
+    pub task: String,
+    pub slot: String,
+    pub key: String,
+}
+
 /// What one call has logged so far.
 #[derive(Debug, Default)]
-pub struct Budget {
+struct Budget {
     lines: u32,
     bytes: usize,
     exhausted: bool,
 }
 
-impl Host for HostState {
+/// The log side of one plugin call.
+#[derive(Debug, Default)]
+pub struct Logger {
+    fields: CallFields,
+    budget: Budget,
+}
+
+impl Logger {
+    pub fn new(fields: CallFields) -> Logger {
+        Logger { fields, budget: Budget::default() }
+    }
+}
+
+impl Host for Logger {
     async fn log(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
         let f = &self.fields;
-        let budget = &mut self.log;
+        let budget = &mut self.budget;
         if budget.exhausted {
             return Ok(());
         }

@@ -6,8 +6,8 @@ use wasmtime::component::Resource;
 
 use crate::bindings::almanac::plugin::outbox::{Host, PublishOutcome};
 use crate::bindings::almanac::plugin::types::{DbError, Value};
-use crate::capability::db::{Transaction, Who};
-use crate::plugin::HostState;
+use crate::bindings::Transaction;
+use crate::capability::db::{Session, Who};
 
 const PUBLISH: &str = include_str!("outbox/publish.sql");
 
@@ -58,7 +58,7 @@ pub fn check(topic: &str, key: &str, payload: &[u8], content_type: &str) -> Resu
     Ok(())
 }
 
-impl Host for HostState {
+impl Host for Session {
     async fn publish(
         &mut self,
         _tx: Resource<Transaction>,
@@ -71,14 +71,14 @@ impl Host for HostState {
             // A refused publish fails the attempt like a refused statement: a plugin that
             // swallowed it would otherwise commit its effect without the message.
             let e = DbError { sqlstate: None, message: refusal.to_string(), retryable: false };
-            return Ok(Err(self.db.fail(e)));
+            return Ok(Err(self.fail(e)));
         }
-        let task = if self.fields.task.is_empty() { Value::Null } else { Value::Text(self.fields.task.clone()) };
+        let task = if self.task.is_empty() { Value::Null } else { Value::Text(self.task.clone()) };
         let params = vec![Value::Text(topic), Value::Text(key), Value::Bytes(payload), Value::Text(content_type), task];
         // The db interface's own path: same connection, deadline, cancel-on-deadline and
         // first-error bookkeeping as the plugin's statements, but sent as the host (the
         // plugin's role has no privilege on `almanac.outbox`, by design).
-        let inserted = self.db.execute(PUBLISH.to_owned(), params, Who::Host).await?;
+        let inserted = self.execute(PUBLISH.to_owned(), params, Who::Host).await?;
         Ok(inserted.map(|n| if n == 0 { PublishOutcome::AlreadyPublished } else { PublishOutcome::Published }))
     }
 }

@@ -70,6 +70,6 @@ pub async fn retry(url: &str, args: RetryArgs) -> anyhow::Result<ExitCode> {
 pub async fn prune(url: &str, older_than: Duration) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
     let deleted = operate::prune(&client, older_than).await?;
-    println!("pruned {deleted} done job(s) older than {}", almanac::config::format_duration(older_than));
+    println!("pruned {deleted} done job(s) older than {}", almanac::task::format_duration(older_than));
     Ok(ExitCode::SUCCESS)
 }

@@ -209,14 +209,7 @@ impl SlotCache {
         if self.slots.len() >= Self::CAPACITY {
             self.slots.clear();
         }
-        let schedule = &plugin.spec.schedule;
-        let info = schedule.slot_at(start);
-        let slot = Slot {
-            start: start.timestamp_micros(),
-            end: info.end.timestamp_micros(),
-            label: info.label,
-            zone: schedule.zone().name().to_owned(),
-        };
+        let slot = plugin.spec.wit_slot(&plugin.spec.schedule.slot_at(start));
         self.slots.insert(key, slot.clone());
         slot
     }

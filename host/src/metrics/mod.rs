@@ -15,7 +15,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as Exposition;
 
-use crate::plugin::Registry;
 
 const GAUGES: &str = include_str!("gauges.sql");
 const OUTBOX: &str = include_str!("outbox.sql");
@@ -134,7 +133,7 @@ impl Metrics {
 
     /// The exposition: gauges read from the database now (none, and `database_up 0`, when
     /// it cannot be read), counters as they stand.
-    pub async fn render(&self, client: Option<&tokio_postgres::Client>, registry: &Registry) -> String {
+    pub async fn render(&self, client: Option<&tokio_postgres::Client>, served: &[Served]) -> String {
         let read = match client {
             Some(client) => futures_util::future::try_join(client.query(GAUGES, &[]), client.query(OUTBOX, &[]))
                 .await
@@ -164,18 +163,26 @@ impl Metrics {
                 self.outbox.get_or_create(&label).set(row.get(2));
             }
         }
-        for plugin in registry.iter() {
+        for plugin in served {
             // Counters of every served task exist from the start, at 0, so rates and
             // alerts see the first job too.
-            let task = TaskLabel { task: plugin.name().to_owned() };
+            let task = TaskLabel { task: plugin.task.clone() };
             for counter in [&self.completed, &self.retried, &self.failed] {
                 drop(counter.get_or_create(&task));
             }
-            let label = PluginLabel { task: plugin.name().to_owned(), version: plugin.spec.version.clone(), digest: plugin.digest.clone() };
+            let label = PluginLabel { task: plugin.task.clone(), version: plugin.version.clone(), digest: plugin.digest.clone() };
             self.plugins.get_or_create(&label).set(1);
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.exposition).expect("writing to a String cannot fail");
         text
     }
+}
+
+/// A plugin this host serves, as the metrics name it.
+#[derive(Debug, Clone)]
+pub struct Served {
+    pub task: String,
+    pub version: String,
+    pub digest: String,
 }

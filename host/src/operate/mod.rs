@@ -59,7 +59,7 @@ pub enum PruneError {
     #[error(
         "refusing to prune: {} is inside the backfill horizon of task {task} ({}); done jobs younger than the \
          horizon are the dedupe evidence a backfill relies on. Nothing was deleted.",
-        crate::config::format_duration(*.older_than), crate::config::format_duration(*.horizon)
+        crate::task::format_duration(*.older_than), crate::task::format_duration(*.horizon)
     )]
     InsideHorizon { older_than: Duration, task: String, horizon: Duration },
     #[error(transparent)]

@@ -120,7 +120,7 @@ impl Dispatcher {
     pub fn new(topics: &Topics, options: Options) -> Result<Dispatcher, DispatchError> {
         let mut routes = HashMap::new();
         for (topic, spec) in topics {
-            routes.insert(topic.clone(), Route { sink: sink::build(&spec.sink)?, max_attempts: spec.max_attempts });
+            routes.insert(topic.clone(), Route { sink: build(&spec.sink)?, max_attempts: spec.max_attempts });
         }
         let topics = topics.keys().cloned().collect();
         Ok(Dispatcher { routes, topics, options })
@@ -288,6 +288,14 @@ impl Dispatcher {
         }
         Ok(())
     }
+}
+
+/// Build the sink a topic is configured with.
+fn build(spec: &config::SinkSpec) -> Result<Arc<dyn Sink>, DispatchError> {
+    Ok(match spec {
+        config::SinkSpec::Webhook { url, timeout } => Arc::new(webhook::Webhook::new(url, *timeout)?),
+        config::SinkSpec::Log => Arc::new(sink::LogSink),
+    })
 }
 
 #[cfg(test)]

@@ -1,11 +1,9 @@
 //! Where messages go. A sink is a small trait so that others (NATS, Kafka, SMTP) can
 //! follow the webhook and the log; the dispatcher only needs "delivered", "try again
 //! later" or "never".
-use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use super::config::SinkSpec;
 use super::Message;
 
 /// Why a delivery did not happen.
@@ -34,14 +32,6 @@ impl SinkError {
 /// transaction open, while it waits.
 pub trait Sink: Send + Sync {
     fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), SinkError>>;
-}
-
-/// Build the sink a topic is configured with.
-pub fn build(spec: &SinkSpec) -> Result<Arc<dyn Sink>, super::DispatchError> {
-    Ok(match spec {
-        SinkSpec::Webhook { url, timeout } => Arc::new(super::webhook::Webhook::new(url, *timeout)?),
-        SinkSpec::Log => Arc::new(LogSink),
-    })
 }
 
 /// Logs each message at info level and counts it delivered: for the demo, and for

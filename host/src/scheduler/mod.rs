@@ -12,11 +12,10 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use tokio_util::sync::CancellationToken;
 
-use crate::bindings::almanac::plugin::types::Slot as WitSlot;
 use crate::calendar::Slot;
 use crate::capability::db::END_CALL;
 use crate::config::TaskSettings;
-use crate::plugin::{spec::CatchUp, CallError, Loaded, Plugin};
+use crate::plugin::{CallError, Loaded, Plugin};
 
 const LOCK_SCHEDULE: &str = include_str!("lock_schedule.sql");
 const INSERT_JOBS: &str = include_str!("insert_jobs.sql");
@@ -81,10 +80,10 @@ pub struct TickOutcome {
 /// Make sure a loaded task has its schedule row with its effective settings.
 pub async fn register(
     client: &impl tokio_postgres::GenericClient,
-    spec: &crate::plugin::TaskSpec,
+    spec: &crate::task::TaskSpec,
     settings: &TaskSettings,
 ) -> Result<(), tokio_postgres::Error> {
-    let horizon = settings.horizon.unwrap_or_else(|| crate::config::default_horizon(spec.catch_up));
+    let horizon = settings.horizon.unwrap_or_else(|| crate::task::default_horizon(spec.catch_up));
     client
         .execute(
             REGISTER_SCHEDULE,
@@ -167,7 +166,7 @@ async fn generate_slots(
             outcome.more = true;
             break;
         }
-        match policy_now.and_then(|now| skip_reason(plugin, &slot, now)) {
+        match policy_now.and_then(|now| spec.catch_up.skips(&spec.schedule, &slot, now)) {
             None => {
                 let (planned, jobs) = plan_slot(conn, plugin, &slot, options).await?;
                 let reason = policy_now.is_none().then_some("backfill");
@@ -225,31 +224,11 @@ pub async fn backfill(
     Ok(total)
 }
 
-/// Why the catch-up policy skips a due slot, if it does.
-fn skip_reason(plugin: &Plugin, slot: &Slot, now: DateTime<Utc>) -> Option<String> {
-    match plugin.spec.catch_up {
-        CatchUp::All => None,
-        CatchUp::Latest => {
-            let newer_due = plugin.spec.schedule.next_after(slot.start).is_some_and(|next| next.start <= now);
-            newer_due.then(|| "catch-up latest: a newer slot is due".to_owned())
-        }
-        CatchUp::Window(window) => {
-            let oldest = now - chrono::Duration::from_std(window).unwrap_or(chrono::Duration::MAX);
-            (slot.start < oldest).then(|| format!("catch-up window={}: older than the window", crate::config::format_duration(window)))
-        }
-    }
-}
-
 /// Ask `plan` for the slot's keys page by page and insert them; returns (keys planned,
 /// jobs inserted).
 async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &Options) -> Result<(u64, u64), SchedulerError> {
     let spec = &plugin.spec;
-    let wit_slot = WitSlot {
-        start: slot.start.timestamp_micros(),
-        end: slot.end.timestamp_micros(),
-        label: slot.label.clone(),
-        zone: spec.schedule.zone().name().to_owned(),
-    };
+    let wit_slot = spec.wit_slot(slot);
     let bad = |problem: String| SchedulerError::BadPlan { task: spec.name.clone(), slot: slot.label.clone(), problem };
     let insert = conn.prepare_cached(INSERT_JOBS).await?;
     let mut after: Option<String> = None;

@@ -11,12 +11,9 @@ use wasmtime::component::Resource;
 
 use crate::bindings::almanac::plugin::db::{Host, HostTransaction};
 use crate::bindings::almanac::plugin::types::{DbError, Rows, Value};
-use crate::plugin::HostState;
+use crate::bindings::Transaction;
 pub use policy::Policy;
 pub use session::{Ending, Lent, Session, Who, END_CALL};
-
-/// The rep of the WIT `transaction` resource.
-pub struct Transaction;
 
 /// A tokio-postgres error as the plugin sees it, its message clipped (a unique
 /// violation's detail repeats the key, which may be large).
@@ -46,21 +43,24 @@ pub fn retryable_sqlstate(code: &str) -> bool {
     matches!(code.get(..2), Some("40" | "08" | "53" | "57" | "58")) || code == "55P03"
 }
 
-impl Host for HostState {}
+// The WIT interfaces are implemented on the call's session itself (linked with
+// `HasSelf<Session>` in `plugin`), so this module needs nothing from the runtime.
+impl Host for Session {}
 
-impl crate::bindings::almanac::plugin::types::Host for HostState {}
+impl crate::bindings::almanac::plugin::types::Host for Session {}
 
-impl HostTransaction for HostState {
+impl HostTransaction for Session {
     async fn query(&mut self, _tx: Resource<Transaction>, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<Rows, DbError>> {
-        self.db.query(sql, params, Who::Plugin).await
+        Session::query(self, sql, params, Who::Plugin).await
     }
 
     async fn execute(&mut self, _tx: Resource<Transaction>, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<u64, DbError>> {
-        self.db.execute(sql, params, Who::Plugin).await
+        Session::execute(self, sql, params, Who::Plugin).await
     }
 
-    async fn drop(&mut self, tx: Resource<Transaction>) -> wasmtime::Result<()> {
-        self.table.delete(tx)?;
+    /// Guests are only ever lent a borrow, which they cannot drop; the entry in the
+    /// call's resource table goes with the call's store.
+    async fn drop(&mut self, _tx: Resource<Transaction>) -> wasmtime::Result<()> {
         Ok(())
     }
 }

@@ -74,6 +74,8 @@ pub struct Ending {
 
 /// The database side of one plugin call.
 pub struct Session {
+    /// The task the call is for (empty for `describe()`): what an outbox message records.
+    pub task: String,
     conn: Lent,
     deadline: Instant,
     policy: Arc<Policy>,
@@ -101,8 +103,15 @@ impl From<tokio_postgres::Error> for Failed {
 type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 impl Session {
-    pub fn new(conn: Lent, deadline: Instant, policy: Arc<Policy>, role: Option<Arc<crate::access::Role>>, result_budget: usize) -> Self {
-        Session { conn, deadline, policy, role, result_budget, ending: Ending::default() }
+    pub fn new(
+        task: String,
+        conn: Lent,
+        deadline: Instant,
+        policy: Arc<Policy>,
+        role: Option<Arc<crate::access::Role>>,
+        result_budget: usize,
+    ) -> Self {
+        Session { task, conn, deadline, policy, role, result_budget, ending: Ending::default() }
     }
 
     /// How the call went so far.

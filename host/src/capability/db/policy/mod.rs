@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 use pg_query::protobuf::{AlterTableType, ConstrType, RangeVar, TransactionStmtKind, VariableSetKind};
 use pg_query::NodeEnum;
 
+pub use crate::access::schemas_of;
+
 /// The longest statement text accepted, in bytes. A statement is code, not data (data
 /// goes in parameters, an array for a list): parsing a 1 MiB list of literals took
 /// ~300 MB of host memory even without a copy of the tree, a 256 KiB one ~80 MB.
@@ -166,14 +168,6 @@ impl Policy {
         let verdict = self.parser.run(move || decide_setup(&text, &allowed, &writable, &declared)).await;
         permitted(&verdict, &schemas)
     }
-}
-
-/// The schemas of declared table names: `accounts` is in `public`.
-pub fn schemas_of(tables: &[String]) -> Vec<String> {
-    let mut schemas: Vec<String> = tables.iter().map(|t| t.split_once('.').map_or("public", |(s, _)| s).to_owned()).collect();
-    schemas.sort();
-    schemas.dedup();
-    schemas
 }
 
 fn permitted(verdict: &Verdict, schemas: &[String]) -> Result<(), Refusal> {

@@ -1,6 +1,7 @@
-//! The plugins folder: loaded at start, then watched. A new or changed `.wasm` is
-//! compiled in the background and swapped in for new claims; jobs already claimed finish
-//! on the version they started with; a refused file leaves the version before it serving;
+//! The catalog: which plugins this host serves. The plugins folder is loaded at start,
+//! then watched. A new or changed `.wasm` is compiled in the background and swapped in
+//! for new claims; jobs already claimed finish on the version they started with; a
+//! refused file leaves the version before it serving;
 //! a removed plugin's jobs stay pending for a host that has it.
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use deadpool_postgres::{Object, Pool};
 use notify::{event::AccessKind, EventKind, RecursiveMode, Watcher};
 use tokio_util::sync::CancellationToken;
 
-use super::{Loaded, LoadError, Plugin, PluginFile, Registry, Runtime};
+use crate::plugin::{Loaded, LoadError, Plugin, PluginFile, Registry, Runtime};
 use crate::capability::db::Policy;
 use crate::config::{Config, ConfigError, TaskSettings};
 use crate::metrics::Metrics;

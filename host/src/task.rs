@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use crate::access::TableGrant;
 use crate::bindings::exports::almanac::plugin::task::{Access, CatchUp as WitCatchUp, TaskInfo};
-use crate::calendar::Schedule;
+use chrono::{DateTime, Utc};
+
+use crate::bindings::almanac::plugin::types::Slot as WitSlot;
+use crate::calendar::{Schedule, Slot};
 
 /// What to do with slots missed during downtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +25,7 @@ impl fmt::Display for CatchUp {
         match self {
             CatchUp::All => f.write_str("all"),
             CatchUp::Latest => f.write_str("latest"),
-            CatchUp::Window(d) => write!(f, "window={}", crate::config::format_duration(*d)),
+            CatchUp::Window(d) => write!(f, "window={}", format_duration(*d)),
         }
     }
 }
@@ -103,3 +106,73 @@ impl TaskSpec {
         })
     }
 }
+impl std::str::FromStr for CatchUp {
+    type Err = String;
+
+    /// `all`, `latest` or `window=<duration>` (e.g. `window=3d`).
+    fn from_str(text: &str) -> Result<CatchUp, String> {
+        match text {
+            "all" => Ok(CatchUp::All),
+            "latest" => Ok(CatchUp::Latest),
+            _ => match text.strip_prefix("window=") {
+                Some(d) => humantime::parse_duration(d)
+                    .map(CatchUp::Window)
+                    .map_err(|e| format!("catch_up {text:?}: invalid duration: {e}")),
+                None => Err(format!("catch_up {text:?}: expected all, latest or window=<duration> (e.g. window=3d)")),
+            },
+        }
+    }
+}
+
+impl CatchUp {
+    /// Why this policy skips `slot` of `schedule` when it is due at `now`, if it does.
+    pub fn skips(self, schedule: &Schedule, slot: &Slot, now: DateTime<Utc>) -> Option<String> {
+        match self {
+            CatchUp::All => None,
+            CatchUp::Latest => {
+                let newer_due = schedule.next_after(slot.start).is_some_and(|next| next.start <= now);
+                newer_due.then(|| "catch-up latest: a newer slot is due".to_owned())
+            }
+            CatchUp::Window(window) => {
+                let oldest = now - chrono::Duration::from_std(window).unwrap_or(chrono::Duration::MAX);
+                (slot.start < oldest).then(|| format!("catch-up window={}: older than the window", format_duration(window)))
+            }
+        }
+    }
+}
+
+impl TaskSpec {
+    /// A slot of this task's schedule as the plugin sees it (WIT `slot`).
+    pub fn wit_slot(&self, slot: &Slot) -> WitSlot {
+        WitSlot {
+            start: slot.start.timestamp_micros(),
+            end: slot.end.timestamp_micros(),
+            label: slot.label.clone(),
+            zone: self.schedule.zone().name().to_owned(),
+        }
+    }
+}
+
+/// 30 days, or the catch-up window if that is longer.
+pub fn default_horizon(catch_up: CatchUp) -> std::time::Duration {
+    let month = std::time::Duration::from_secs(30 * 86_400);
+    match catch_up {
+        CatchUp::Window(window) => window.max(month),
+        _ => month,
+    }
+}
+
+/// A duration as an operator would write it: `3d`, `12h`, `90s`, else humantime's form.
+pub fn format_duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if d.subsec_nanos() != 0 || secs == 0 {
+        return humantime::format_duration(d).to_string();
+    }
+    match (secs % 86_400, secs % 3_600, secs % 60) {
+        (0, _, _) => format!("{}d", secs / 86_400),
+        (_, 0, _) => format!("{}h", secs / 3_600),
+        (_, _, 0) => format!("{}m", secs / 60),
+        _ => format!("{secs}s"),
+    }
+}
+
