@@ -36,6 +36,26 @@ pub struct Options {
     pub metrics: Arc<Metrics>,
 }
 
+impl Options {
+    /// The plugins in `plugins_dir`, compiled code cached under `data_dir/cache`, and
+    /// every other setting at its default (no `almanac.toml`, no watching).
+    pub fn new(plugins_dir: PathBuf, data_dir: &std::path::Path) -> Options {
+        Options {
+            plugins_dir,
+            config: None,
+            cache_dir: Some(data_dir.join("cache")),
+            limits: Limits::default(),
+            executor: executor::Options::default(),
+            scheduler: scheduler::Options::default(),
+            session: SessionSettings::default(),
+            migrate: true,
+            shutdown_grace: Duration::from_secs(30),
+            watch: false,
+            metrics: Arc::default(),
+        }
+    }
+}
+
 pub struct Host {
     pub pool: Pool,
     /// The plugins loaded now (swapped on reload).

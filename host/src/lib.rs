@@ -5,7 +5,7 @@
 //! [`calendar`] (cron + zone -> slots), [`scheduler`] (cursor -> jobs), [`executor`]
 //! (claim -> run -> commit), [`plugin`] (the wasm runtime), [`task`] (what a task is) and
 //! [`capability`] (what a plugin is lent); [`outbox`] delivers the messages jobs
-//! published; [`metrics`], [`dashboard`] and [`listen`] show an operator what is going
+//! published; [`metrics`], [`dashboard`] and [`http`] show an operator what is going
 //! on. The modules form layers, checked by `host/tests/layers.rs`
 //! (`docs/architecture.md`).
 pub mod access;
@@ -21,7 +21,7 @@ pub mod dashboard;
 pub mod db;
 pub mod executor;
 pub mod host;
-pub mod listen;
+pub mod http;
 pub mod metrics;
 pub mod migrate;
 pub mod operate;

@@ -2,11 +2,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::access::TableGrant;
-use crate::bindings::exports::almanac::plugin::task::{Access, CatchUp as WitCatchUp, TaskInfo};
 use chrono::{DateTime, Utc};
 
+use crate::access::TableGrant;
 use crate::bindings::almanac::plugin::types::Slot as WitSlot;
+use crate::bindings::exports::almanac::plugin::task::{Access, CatchUp as WitCatchUp, TaskInfo};
 use crate::calendar::{Schedule, Slot};
 
 /// What to do with slots missed during downtime.

@@ -25,7 +25,7 @@ const LAYERS: &[&[&str]] = &[
     // What an operator looks at.
     &["dashboard"],
     // One running host; the HTTP listener.
-    &["host", "listen"],
+    &["host", "http"],
     // The benchmark drives whole hosts.
     &["bench"],
 ];

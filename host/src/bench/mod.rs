@@ -105,17 +105,10 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         .with_context(|| format!("copy {}", options.plugin.display()))?;
     let shutdown = CancellationToken::new();
     let host_options = host::Options {
-        plugins_dir: plugins.path().to_owned(),
-        config: None,
-        cache_dir: Some(options.data_dir.join("cache")),
         limits: plugin::Limits { instances: options.workers as u32 * 2 + 8, ..plugin::Limits::default() },
         executor: executor::Options { workers: options.workers, poll_interval: Duration::from_millis(50), ..Default::default() },
-        scheduler: Default::default(),
-        session: Default::default(),
-        migrate: true,
         shutdown_grace: Duration::from_secs(10),
-        watch: false,
-        metrics: Default::default(),
+        ..host::Options::new(plugins.path().to_owned(), &options.data_dir)
     };
     // The business table exists before the host starts: daily-points declares it, and
     // the host grants the plugin's role on it at load.

@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use almanac::{executor, host, plugin, scheduler};
+use almanac::{executor, host, scheduler};
 
 const TASK: &str = "daily-points";
 
@@ -33,10 +33,6 @@ pub struct DemoArgs {
 
 pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
     let options = host::Options {
-        plugins_dir: args.plugins.clone(),
-        config: None,
-        cache_dir: Some(data_dir.join("cache")),
-        limits: plugin::Limits::default(),
         executor: executor::Options {
             workers: args.workers,
             batch: args.batch,
@@ -44,11 +40,8 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
             ..executor::Options::default()
         },
         scheduler: scheduler::Options { tick: Duration::from_millis(200), ..scheduler::Options::default() },
-        session: Default::default(),
-        migrate: true,
         shutdown_grace: Duration::from_secs(10),
-        watch: false,
-        metrics: Default::default(),
+        ..host::Options::new(args.plugins.clone(), data_dir)
     };
     println!("== Almanac demo: {} accounts, task {TASK}, a {}-day outage", args.accounts, args.days);
     // The business table comes first: daily-points declares it, and the host grants the

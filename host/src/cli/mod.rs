@@ -284,9 +284,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(args) => {
             let options = args.host_options(&cli.data_dir);
-            let observed = almanac::listen::Observed::new(options.metrics.clone());
+            let observed = almanac::http::Observed::new(options.metrics.clone());
             if let Some(addr) = args.listen {
-                almanac::listen::bind(addr, observed.clone(), shutdown.clone()).await?;
+                almanac::http::bind(addr, observed.clone(), shutdown.clone()).await?;
             }
             let url = almanac_db().await?;
             let host = host::Host::start_retrying(&url, options, &shutdown).await?;

@@ -177,17 +177,9 @@ pub struct BackfillArgs {
 pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs) -> anyhow::Result<ExitCode> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let options = host::Options {
-        plugins_dir: args.plugins.clone(),
         config: args.config.clone(),
-        cache_dir: Some(data_dir.join("cache")),
-        limits: Default::default(),
-        executor: Default::default(),
-        scheduler: Default::default(),
-        session: Default::default(),
-        migrate: true,
         shutdown_grace: std::time::Duration::from_secs(1),
-        watch: false,
-        metrics: Default::default(),
+        ..host::Options::new(args.plugins.clone(), data_dir)
     };
     let host = host::Host::start(url, options.clone(), &shutdown).await?;
     let Some(plugin) = host.registry().get(&args.task).cloned() else {
