@@ -8,6 +8,8 @@
 //! own (or hold `WITH GRANT OPTION`) the tables it grants.
 use tokio_postgres::{GenericClient, Transaction};
 
+use crate::db::quote_ident;
+
 /// The host's own view of its connection role.
 const WHO_AM_I: &str = "SELECT current_user::text, rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user";
 const ROLE_EXISTS: &str = "SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles WHERE rolname = $1";
@@ -82,10 +84,6 @@ pub fn role_name(task: &str) -> String {
     format!("{}_{}", &name[..50], &digest[..12])
 }
 
-/// `name` as a quoted SQL identifier.
-pub fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
 
 /// The statement that makes a task's role current for the rest of the (sub)transaction.
 pub fn set_role_sql(role: &str) -> String {

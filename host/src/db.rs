@@ -96,6 +96,11 @@ pub async fn connect(pool: &Pool, shutdown: &CancellationToken) -> Result<Object
     }
 }
 
+/// `name` as a quoted SQL identifier.
+pub fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 /// An error and its causes on one line.
 pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();

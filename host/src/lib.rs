@@ -24,7 +24,6 @@ pub mod host;
 pub mod http;
 pub mod metrics;
 pub mod migrate;
-pub mod operate;
 pub mod outbox;
 pub mod plugin;
 pub mod scheduler;

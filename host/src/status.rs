@@ -32,7 +32,7 @@ pub struct TaskStatus {
 
 pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, tokio_postgres::Error> {
     let rows = client.query(STATUS, &[]).await?;
-    let running = crate::operate::running(client).await?;
+    let running = crate::executor::operate::running(client).await?;
     let outbox = crate::outbox::operate::counts(client).await?;
     Ok(rows
         .iter()

@@ -9,19 +9,20 @@ use std::path::Path;
 /// Top-level modules by layer, lowest first.
 const LAYERS: &[&[&str]] = &[
     // Foundations: text, time, connections, the WIT bindings.
-    &["text", "backoff", "db", "cluster", "migrate", "wake", "bindings", "calendar"],
-    // Database roles and declared tables.
-    &["access"],
+    &["text", "backoff", "db", "bindings", "calendar"],
+    // The private cluster, migrations, wake-ups; database roles and declared tables.
+    &["cluster", "migrate", "wake", "access"],
     // What a task is; what a plugin is lent.
     &["task", "capability"],
-    // The plugin runtime; delivery of what plugins published; counters; operator queries.
-    &["plugin", "outbox", "metrics", "operate"],
-    // The configuration file; status reports.
-    &["config", "status"],
-    // The data path: cursor -> jobs, claim -> run -> commit.
+    // The plugin runtime; delivery of what plugins published; counters.
+    &["plugin", "outbox", "metrics"],
+    // The configuration file.
+    &["config"],
+    // The data path: cursor -> jobs, claim -> run -> commit (and the operator queries
+    // on the tables each owns).
     &["scheduler", "executor"],
-    // Which plugins this host serves (loads, sets up, registers schedules).
-    &["catalog"],
+    // Which plugins this host serves (loads, sets up, registers schedules); status.
+    &["catalog", "status"],
     // What an operator looks at.
     &["dashboard"],
     // One running host; the HTTP listener.

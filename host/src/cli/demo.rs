@@ -66,7 +66,7 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
     }
     let missed = &recent[recent.len() - args.days..];
     let cursor = recent[recent.len() - args.days - 1].start;
-    conn.execute("UPDATE almanac.schedules SET generated_through = $2 WHERE task = $1", &[&TASK, &cursor]).await?;
+    scheduler::operate::set_cursor(&conn, TASK, cursor).await?;
     println!(
         "   schedule: `{}` in {}; the host was last up at {}; missed: {}",
         schedule.cron(),

@@ -393,27 +393,6 @@ pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path
         .await?
         .context("cannot start the private PostgreSQL cluster")?;
     tracing::info!(data = %cluster.data_dir.display(), socket = %cluster.socket_dir.display(), "DATABASE_URL is unset: using the private PostgreSQL cluster");
-    // As deployed for real: the host connects as an ordinary role that may create roles
-    // and owns its database (so it creates and owns schema almanac), not as a superuser.
-    let (admin, _conn) = connect_once(&cluster.url("postgres")).await?;
-    admin
-        .batch_execute(&format!(
-            "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{PRIVATE_ROLE}') THEN
-                 CREATE ROLE {PRIVATE_ROLE} LOGIN CREATEROLE; END IF; END $$"
-        ))
-        .await?;
-    let owner: Option<String> =
-        admin.query_opt("SELECT datdba::regrole::text FROM pg_database WHERE datname = $1", &[&dbname]).await?.map(|r| r.get(0));
-    let user = match owner {
-        None => {
-            admin.batch_execute(&format!("CREATE DATABASE {dbname} OWNER {PRIVATE_ROLE}")).await?;
-            PRIVATE_ROLE.to_owned()
-        }
-        // A database made by an older version, owned by the superuser: keep using it as is.
-        Some(owner) => owner,
-    };
-    Ok(cluster.url(dbname).replace("user=postgres", &format!("user={user}")))
+    Ok(cluster.provision(dbname).await?)
 }
 
-/// The role the host connects as on the private cluster.
-const PRIVATE_ROLE: &str = "almanac_host";

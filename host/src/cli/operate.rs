@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use almanac::operate;
+use almanac::executor::operate;
 
 #[derive(clap::Args)]
 pub struct JobsArgs {

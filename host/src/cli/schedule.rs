@@ -55,11 +55,10 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
         (Some(task), _, _) => {
             let url = super::database_url(url, data_dir, "almanac").await?;
             let (client, _conn) = super::connect_once(&url).await?;
-            let row = client
-                .query_opt("SELECT cron, zone FROM almanac.schedules WHERE task = $1", &[task])
+            let (cron, zone) = scheduler::operate::schedule_of(&client, task)
                 .await?
                 .with_context(|| format!("no schedule for task {task:?} (it appears once a host has loaded its plugin)"))?;
-            Schedule::new(row.get(0), row.get(1))?
+            Schedule::new(&cron, &zone)?
         }
         _ => bail!("give a TASK, or --cron and --zone"),
     };
@@ -106,15 +105,13 @@ struct ScheduleLine {
 
 pub async fn schedules(url: &str, json: bool) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
-    let rows = client
-        .query("SELECT task, cron, zone, catch_up, paused, generated_through FROM almanac.schedules ORDER BY task", &[])
-        .await?;
+    let rows = scheduler::operate::list(&client).await?;
     if !json {
         println!("{:<20} {:<16} {:<20} {:<12} {:<7} {:<26} {}", "TASK", "CRON", "ZONE", "CATCH-UP", "PAUSED", "CURSOR (LOCAL)", "NEXT SLOT (LOCAL / UTC)");
     }
     for r in rows {
-        let (task, cron, zone): (String, String, String) = (r.get(0), r.get(1), r.get(2));
-        let cursor: DateTime<Utc> = r.get(5);
+        let (task, cron, zone) = (r.task, r.cron, r.zone);
+        let cursor = r.generated_through;
         let schedule = Schedule::new(&cron, &zone).ok();
         let tz = schedule.as_ref().map_or(chrono_tz::UTC, Schedule::zone);
         let next = schedule.as_ref().and_then(|s| s.next_after(cursor)).map(|s| s.start);
@@ -122,8 +119,8 @@ pub async fn schedules(url: &str, json: bool) -> anyhow::Result<ExitCode> {
             task,
             cron,
             zone,
-            catch_up: r.get(3),
-            paused: r.get(4),
+            catch_up: r.catch_up,
+            paused: r.paused,
             cursor: utc(cursor),
             cursor_local: cursor.with_timezone(&tz).to_rfc3339(),
             next_slot: next.map(utc),
@@ -144,11 +141,8 @@ pub async fn schedules(url: &str, json: bool) -> anyhow::Result<ExitCode> {
 
 pub async fn set_paused(url: &str, task: &str, paused: bool) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
-    let n = client
-        .execute("UPDATE almanac.schedules SET paused = $2, updated_at = now() WHERE task = $1", &[&task, &paused])
-        .await?;
-    if n == 0 {
-        let known: Vec<String> = client.query("SELECT task FROM almanac.schedules ORDER BY task", &[]).await?.iter().map(|r| r.get(0)).collect();
+    if !scheduler::operate::set_paused(&client, task, paused).await? {
+        let known: Vec<String> = scheduler::operate::list(&client).await?.into_iter().map(|r| r.task).collect();
         bail!("no schedule for task {task:?} (known: {})", known.join(", "));
     }
     println!("{task} {}", if paused { "paused" } else { "resumed" });

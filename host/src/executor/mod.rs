@@ -20,6 +20,7 @@ use crate::metrics::{JobEnd, Metrics};
 use crate::plugin::{CallError, Loaded};
 
 pub mod claims;
+pub mod operate;
 
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_DONE: &str = include_str!("mark_done.sql");

@@ -17,6 +17,8 @@ use crate::capability::db::END_CALL;
 use crate::config::TaskSettings;
 use crate::plugin::{CallError, Loaded, Plugin};
 
+pub mod operate;
+
 const LOCK_SCHEDULE: &str = include_str!("lock_schedule.sql");
 const INSERT_JOBS: &str = include_str!("insert_jobs.sql");
 const RECORD_GENERATED: &str = include_str!("record_generated.sql");

@@ -19,7 +19,14 @@ pub enum ClusterError {
     Command { command: String, detail: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error("cannot set up the private cluster's database: {0}")]
+    Provision(#[from] tokio_postgres::Error),
 }
+
+/// The role the host connects as on the private cluster (`private_role.sql`).
+pub const PRIVATE_ROLE: &str = "almanac_host";
+const PRIVATE_ROLE_SQL: &str = include_str!("private_role.sql");
+const DATABASE_OWNER: &str = include_str!("database_owner.sql");
 
 /// Server settings for a private cluster, appended to its `postgresql.conf`.
 #[derive(Debug, Clone)]
@@ -51,6 +58,27 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// A URL for database `dbname`, created (owned by [`PRIVATE_ROLE`]) if missing, as
+    /// the role that owns it.
+    pub async fn provision(&self, dbname: &str) -> Result<String, ClusterError> {
+        let (admin, connection) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        admin.batch_execute(PRIVATE_ROLE_SQL).await?;
+        let owner: Option<String> = admin.query_opt(DATABASE_OWNER, &[&dbname]).await?.map(|r| r.get(0));
+        let user = match owner {
+            None => {
+                let create = format!("CREATE DATABASE {} OWNER {PRIVATE_ROLE}", crate::db::quote_ident(dbname));
+                admin.batch_execute(&create).await?;
+                PRIVATE_ROLE.to_owned()
+            }
+            // A database made by an older version, owned by the superuser: keep using it as is.
+            Some(owner) => owner,
+        };
+        Ok(self.url(dbname).replace("user=postgres", &format!("user={user}")))
+    }
+
     /// A handle on the cluster in `data_dir` (which need not exist yet).
     pub fn new(data_dir: &Path) -> Result<Cluster, ClusterError> {
         let bin_dir = find_bin_dir().ok_or(ClusterError::NoServer)?;

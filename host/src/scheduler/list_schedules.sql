@@ -1,0 +1,2 @@
+-- Every schedule, for `almanac schedules`.
+SELECT task, cron, zone, catch_up, paused, generated_through FROM ONLY almanac.schedules ORDER BY task
