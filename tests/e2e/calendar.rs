@@ -198,8 +198,8 @@ async fn schedules_can_be_listed_previewed_paused_and_resumed() {
     let db = TestDb::new().await;
     behind(&db, "daily-points", "0 0 * * *", "Asia/Shanghai", "2026-03-01T16:00:00Z".parse().unwrap()).await;
     let almanac = |args: &[&str]| {
-        let out = std::process::Command::new(almanac_bin()).args(args).env("DATABASE_URL", &db.url).output().unwrap();
-        (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+        let (code, stdout, stderr) = crate::support::almanac(&db.url, args);
+        (code == 0, stdout, stderr)
     };
     assert_eq!(almanac(&["pause", "daily-points"]).1.trim(), "daily-points paused");
     let (ok, listed, _) = almanac(&["schedules", "--json"]);

@@ -3,7 +3,7 @@
 //! refused statements are in faults.rs; configuration mistakes in calendar.rs.)
 use std::time::Duration;
 
-use crate::support::{almanac_bin, plugin_dir, HostProc, TestDb};
+use crate::support::{plugin_dir, HostProc, TestDb};
 
 async fn last_error(db: &TestDb, key: &str) -> (String, String, i32) {
     let row = db
@@ -118,8 +118,8 @@ async fn plan_mistakes_are_refused_and_the_cursor_waits() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_invalid_database_url_or_plugins_folder_is_a_clear_error() {
     let run = |url: &str, args: &[&str]| {
-        let out = std::process::Command::new(almanac_bin()).args(args).env("DATABASE_URL", url).output().unwrap();
-        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+        let (code, _, stderr) = crate::support::almanac(url, args);
+        (code == 0, stderr)
     };
     let (ok, err) = run("postgres://u@host:notaport/db", &["status"]);
     assert!(!ok);

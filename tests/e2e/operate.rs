@@ -2,15 +2,10 @@
 //! prune and its horizon guard.
 use std::time::Duration;
 
-use crate::support::{almanac_bin, plugin_dir, HostProc, TestDb};
+use crate::support::{plugin_dir, HostProc, TestDb};
 
 fn almanac(db: &TestDb, args: &[&str]) -> (i32, String, String) {
-    let out = std::process::Command::new(almanac_bin()).args(args).env("DATABASE_URL", &db.url).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    crate::support::almanac(&db.url, args)
 }
 
 fn status_of<'a>(lines: &'a [serde_json::Value], task: &str) -> &'a serde_json::Value {

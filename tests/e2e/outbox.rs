@@ -3,128 +3,13 @@
 //! `Idempotency-Key`, a host killed between the receiver's 200 and the `delivered`
 //! record redelivers, and a permanent refusal is dead until an operator retries it.
 use std::collections::{HashMap, HashSet};
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::BoxFuture;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-
-use crate::support::{almanac_bin, connect, plugin_dir, wait_for, HostProc, TestDb};
-
-/// One request as the receiver read it, and what it answered.
-#[derive(Debug, Clone)]
-struct Received {
-    idempotency_key: Option<String>,
-    content_type: Option<String>,
-    body: Vec<u8>,
-    /// The status sent, or None if the connection was dropped without an answer.
-    answered: Option<u16>,
-}
-
-/// How the receiver answers request number `n` (1-based): a status and body, or
-/// nothing (the connection is dropped) when the future yields None.
-type Policy = Arc<dyn Fn(usize) -> BoxFuture<'static, Option<(u16, String)>> + Send + Sync>;
-
-/// A minimal HTTP/1.1 server: one request per connection, `Connection: close`.
-struct Receiver {
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<Received>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Receiver {
-    async fn start(policy: Policy) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
-        let addr = listener.local_addr().unwrap();
-        let log: Arc<Mutex<Vec<Received>>> = Arc::default();
-        let seen = Arc::new(AtomicUsize::new(0));
-        let task = {
-            let log = log.clone();
-            tokio::spawn(async move {
-                while let Ok((stream, _)) = listener.accept().await {
-                    let (log, seen, policy) = (log.clone(), seen.clone(), policy.clone());
-                    tokio::spawn(async move { serve(stream, log, seen, policy).await });
-                }
-            })
-        };
-        Receiver { addr, log, task }
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/hook", self.addr)
-    }
-
-    fn requests(&self) -> Vec<Received> {
-        self.log.lock().unwrap().clone()
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-async fn serve(mut stream: TcpStream, log: Arc<Mutex<Vec<Received>>>, seen: Arc<AtomicUsize>, policy: Policy) {
-    let Some(request) = read_request(&mut stream).await else { return };
-    let index = {
-        let mut log = log.lock().unwrap();
-        log.push(request.clone());
-        log.len() - 1
-    };
-    let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
-    let Some((status, body)) = policy(n).await else { return };
-    let response = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
-    if stream.write_all(response.as_bytes()).await.is_ok() && stream.flush().await.is_ok() {
-        log.lock().unwrap()[index].answered = Some(status);
-    }
-    let _ = stream.shutdown().await;
-}
-
-async fn read_request(stream: &mut TcpStream) -> Option<Received> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let head_end = loop {
-        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break i + 4;
-        }
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-    let mut headers = HashMap::new();
-    for line in head.lines().skip(1) {
-        if let Some((name, value)) = line.split_once(':') {
-            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
-        }
-    }
-    let length: usize = headers.get("content-length").and_then(|v| v.parse().ok()).unwrap_or(0);
-    while buf.len() < head_end + length {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    Some(Received {
-        idempotency_key: headers.get("idempotency-key").cloned(),
-        content_type: headers.get("content-type").cloned(),
-        body: buf[head_end..head_end + length].to_vec(),
-        answered: None,
-    })
-}
-
-fn answer(status: u16, body: &str) -> BoxFuture<'static, Option<(u16, String)>> {
-    let body = body.to_owned();
-    Box::pin(async move { Some((status, body)) })
-}
+use crate::support::receiver::{answer, Received, Receiver};
+use crate::support::{connect, plugin_dir, wait_for, HostProc, TestDb};
 
 /// An `almanac.toml` in its own folder.
 fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -148,9 +33,9 @@ fn spawn(db: &TestDb, plugins: &std::path::Path, args: &[String]) -> HostProc {
 }
 
 fn almanac(db: &TestDb, args: &[&str]) -> (i32, String) {
-    let out = std::process::Command::new(almanac_bin()).args(args).env("DATABASE_URL", &db.url).output().unwrap();
-    assert!(out.status.code().is_some(), "almanac {args:?} was killed");
-    (out.status.code().unwrap(), String::from_utf8(out.stdout).unwrap())
+    let (code, stdout, _) = crate::support::almanac(&db.url, args);
+    assert!(code >= 0, "almanac {args:?} was killed");
+    (code, stdout)
 }
 
 /// `n` points-notify jobs for accounts 1..=n in one slot (2026-03-08 in Shanghai).

@@ -14,6 +14,8 @@ use almanac::cluster::{Cluster, Settings};
 use tokio_postgres::{Client, NoTls};
 
 pub mod private;
+pub mod proxy;
+pub mod receiver;
 
 pub const TEMPLATE: &str = "almanac_template";
 
@@ -184,6 +186,13 @@ impl TestDb {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Run `almanac ARGS` with `DATABASE_URL=url` to its end: (exit code, or -1 if a signal
+/// ended it; stdout; stderr).
+pub fn almanac(url: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(almanac_bin()).args(args).env("DATABASE_URL", url).output().expect("run almanac");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 pub async fn connect(url: &str) -> Client {
