@@ -1,7 +1,6 @@
 //! Loading plugins and calling them: one shared [`Runtime`] (engine, linker, on-disk
 //! cache of compiled code), one [`Plugin`] per component, a fresh instance per call.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +20,9 @@ use crate::bindings::Transaction;
 use crate::capability::db::{Ending, Lent, Policy, Session};
 use crate::capability::log::{CallFields, Logger};
 pub use crate::task::TaskSpec;
+pub use registry::{Loaded, Registry};
+
+mod registry;
 
 /// How often the engine's epoch advances; the resolution of plugin deadlines.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -537,60 +539,5 @@ fn verdict<T>(
             }
             result.map_err(|e| CallError::Task { message: clip(e.message, MAX_ERROR), retryable: e.retryable })
         }
-    }
-}
-
-/// The loaded plugins, by task name. Immutable once shared: a reload builds a new one
-/// and swaps it in whole ([`Loaded`]); a job holds its own `Arc<Plugin>`, so one already
-/// running finishes on the version it started with.
-#[derive(Default)]
-pub struct Registry {
-    plugins: HashMap<String, Arc<Plugin>>,
-}
-
-/// The registry the workers read now; [`crate::catalog::Folder`] replaces it on reload.
-pub type Loaded = arc_swap::ArcSwap<Registry>;
-
-impl Registry {
-    /// Whether `plugin`'s task is still free here; the error names the file that has it.
-    pub fn check_free(&self, plugin: &Plugin) -> Result<(), LoadError> {
-        match self.plugins.get(plugin.name()) {
-            Some(other) => Err(LoadError::Duplicate {
-                file: plugin.path.display().to_string(),
-                task: plugin.name().to_owned(),
-                other: other.path.display().to_string(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    /// Add a plugin unless its task is taken.
-    pub fn insert(&mut self, plugin: Arc<Plugin>) -> Result<(), LoadError> {
-        self.check_free(&plugin)?;
-        self.plugins.insert(plugin.name().to_owned(), plugin);
-        Ok(())
-    }
-
-    /// The plugin loaded from `path`, if any.
-    pub fn by_path(&self, path: &Path) -> Option<&Arc<Plugin>> {
-        self.plugins.values().find(|p| p.path == path)
-    }
-
-    pub fn get(&self, task: &str) -> Option<&Arc<Plugin>> {
-        self.plugins.get(task)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
-        let mut all: Vec<_> = self.plugins.values().collect();
-        all.sort_by(|a, b| a.name().cmp(b.name()));
-        all.into_iter()
-    }
-
-    pub fn tasks(&self) -> Vec<String> {
-        self.iter().map(|p| p.name().to_owned()).collect()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.plugins.is_empty()
     }
 }

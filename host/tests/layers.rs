@@ -8,16 +8,16 @@ use std::path::Path;
 
 /// Top-level modules by layer, lowest first.
 const LAYERS: &[&[&str]] = &[
-    // Foundations: text, time, connections, the WIT bindings.
+    // Foundations: text, time, connections, the WIT bindings, the calendar.
     &["text", "backoff", "db", "bindings", "calendar"],
     // The private cluster, migrations, wake-ups; database roles and declared tables.
     &["cluster", "migrate", "wake", "access"],
-    // What a task is; what a plugin is lent.
-    &["task", "capability"],
-    // The plugin runtime; delivery of what plugins published; counters.
-    &["plugin", "outbox", "metrics"],
-    // The configuration file.
-    &["config"],
+    // What a task is; the outbox (a message's rules, the dispatcher and its sinks).
+    &["task", "outbox"],
+    // What a plugin is lent; counters.
+    &["capability", "metrics"],
+    // The plugin runtime; the configuration file.
+    &["plugin", "config"],
     // The data path: cursor -> jobs, claim -> run -> commit (and the operator queries
     // on the tables each owns).
     &["scheduler", "executor"],

@@ -69,8 +69,8 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
     let mut topics = Topics::new();
     for (name, t) in &section.topics {
         let topic = name.get_ref();
-        if !crate::capability::outbox::valid_topic(topic) {
-            return Err((name.span(), format!("outbox topic {topic:?}: a topic is 1 to {} bytes of lowercase letters, digits, '-', '_' and '.'", crate::capability::outbox::MAX_TOPIC)));
+        if !super::message::valid_topic(topic) {
+            return Err((name.span(), format!("outbox topic {topic:?}: a topic is 1 to {} bytes of lowercase letters, digits, '-', '_' and '.'", super::message::MAX_TOPIC)));
         }
         let max_attempts = match &t.max_attempts {
             Some(n) if *n.get_ref() == 0 => return Err((n.span(), format!("outbox topic {topic:?}: max_attempts must be at least 1"))),

@@ -12,6 +12,7 @@
 //! after the receiver took a message but before its COMMIT leaves the message pending,
 //! and it is delivered again with the same `Idempotency-Key`. Receivers must dedupe.
 pub mod config;
+pub mod message;
 pub mod operate;
 pub mod sink;
 pub mod webhook;

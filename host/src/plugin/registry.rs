@@ -1,0 +1,61 @@
+//! The plugins a host serves now, by task name.
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::{LoadError, Plugin};
+
+/// The loaded plugins, by task name. Immutable once shared: a reload builds a new one
+/// and swaps it in whole ([`Loaded`]); a job holds its own `Arc<Plugin>`, so one already
+/// running finishes on the version it started with.
+#[derive(Default)]
+pub struct Registry {
+    plugins: HashMap<String, Arc<Plugin>>,
+}
+
+/// The registry the workers read now; [`crate::catalog::Folder`] replaces it on reload.
+pub type Loaded = arc_swap::ArcSwap<Registry>;
+
+impl Registry {
+    /// Whether `plugin`'s task is still free here; the error names the file that has it.
+    pub fn check_free(&self, plugin: &Plugin) -> Result<(), LoadError> {
+        match self.plugins.get(plugin.name()) {
+            Some(other) => Err(LoadError::Duplicate {
+                file: plugin.path.display().to_string(),
+                task: plugin.name().to_owned(),
+                other: other.path.display().to_string(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Add a plugin unless its task is taken.
+    pub fn insert(&mut self, plugin: Arc<Plugin>) -> Result<(), LoadError> {
+        self.check_free(&plugin)?;
+        self.plugins.insert(plugin.name().to_owned(), plugin);
+        Ok(())
+    }
+
+    /// The plugin loaded from `path`, if any.
+    pub fn by_path(&self, path: &Path) -> Option<&Arc<Plugin>> {
+        self.plugins.values().find(|p| p.path == path)
+    }
+
+    pub fn get(&self, task: &str) -> Option<&Arc<Plugin>> {
+        self.plugins.get(task)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Plugin>> {
+        let mut all: Vec<_> = self.plugins.values().collect();
+        all.sort_by(|a, b| a.name().cmp(b.name()));
+        all.into_iter()
+    }
+
+    pub fn tasks(&self) -> Vec<String> {
+        self.iter().map(|p| p.name().to_owned()).collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+}
