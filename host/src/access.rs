@@ -15,12 +15,16 @@ const WHO_AM_I: &str = "SELECT current_user::text, rolsuper, rolcreaterole FROM 
 const ROLE_EXISTS: &str = "SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles WHERE rolname = $1";
 /// Everything the role holds in this database now: revoked before the declared set is
 /// granted, so a table dropped from a new version's declaration loses its grant.
+/// Tables the role owns are left alone: an owner's rights are its own (revoking them
+/// once took TRUNCATE from the plugin's own ledger, and from the host with it).
 const HELD_TABLES: &str = "SELECT c.oid::regclass::text FROM pg_class c, aclexplode(c.relacl) a
-     WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)";
+     WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)
+       AND c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = $1)";
 const HELD_SCHEMAS: &str = "SELECT quote_ident(n.nspname) FROM pg_namespace n, aclexplode(n.nspacl) a
      WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)";
 /// A declared table as the server resolves it (the session's search_path applies).
-const RESOLVE_TABLE: &str = "SELECT c.oid::regclass::text, n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+const RESOLVE_TABLE: &str = "SELECT c.oid::regclass::text, n.nspname::text, c.relowner = (SELECT oid FROM pg_roles WHERE rolname = $2)
+     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE c.oid = to_regclass($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')";
 /// Sequences behind a table's serial or identity columns: writers need them.
 const OWNED_SEQUENCES: &str = "SELECT s.oid::regclass::text FROM pg_depend d JOIN pg_class s ON s.oid = d.objid
@@ -216,10 +220,10 @@ pub async fn grant(tx: &Transaction<'_>, role: &str, tables: &[TableGrant]) -> R
         tx.batch_execute(&format!("REVOKE ALL ON SCHEMA {schema} FROM {grantee}")).await?;
     }
     for table in tables {
-        let Some(row) = tx.query_opt(RESOLVE_TABLE, &[&table.name]).await? else {
+        let Some(row) = tx.query_opt(RESOLVE_TABLE, &[&table.name, &role]).await? else {
             return Err(AccessError::MissingTable { table: table.name.clone() });
         };
-        let (resolved, schema): (String, String) = (row.get(0), row.get(1));
+        let (resolved, schema, owned): (String, String, bool) = (row.get(0), row.get(1), row.get(2));
         if HOST_SCHEMAS.contains(&schema.as_str()) || schema.starts_with("pg_") {
             return Err(AccessError::HostTable { table: table.name.clone(), resolved, schema });
         }
@@ -229,11 +233,10 @@ pub async fn grant(tx: &Transaction<'_>, role: &str, tables: &[TableGrant]) -> R
             role: role.to_owned(),
             reason: crate::db::error_chain(&e),
         };
-        let mut grants = format!(
-            "GRANT USAGE ON SCHEMA {} TO {grantee}; GRANT {} ON TABLE {resolved} TO {grantee};",
-            quote_ident(&schema),
-            table.privileges()
-        );
+        // A table its setup created is the plugin's own: all rights (restored, should an
+        // earlier version of this code have revoked them).
+        let privileges = if owned { "ALL" } else { table.privileges() };
+        let mut grants = format!("GRANT USAGE ON SCHEMA {} TO {grantee}; GRANT {privileges} ON TABLE {resolved} TO {grantee};", quote_ident(&schema));
         if table.write {
             for row in tx.query(OWNED_SEQUENCES, &[&table.name]).await? {
                 let sequence: String = row.get(0);

@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod config;
 pub mod dashboard;
 pub mod db;
+pub mod demo;
 pub mod executor;
 pub mod host;
 pub mod http;

@@ -27,8 +27,8 @@ const LAYERS: &[&[&str]] = &[
     &["dashboard"],
     // One running host; the HTTP listener.
     &["host", "http"],
-    // The benchmark drives whole hosts.
-    &["bench"],
+    // The benchmark and the demo drive whole hosts.
+    &["bench", "demo"],
 ];
 
 fn layer(module: &str) -> Option<usize> {

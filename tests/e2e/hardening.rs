@@ -306,3 +306,17 @@ async fn a_task_whose_plan_keeps_failing_does_not_starve_the_others() {
     assert!(!log.contains("lost its database connection"), "a plan's fault is not a lost connection:\n{log}");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-badplan'").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugins_own_tables_keep_their_owners_rights_across_restarts() {
+    let db = TestDb::new().await;
+    let plugins = plugin_dir(&["fixture_attacker"]);
+    let owner_may = "SELECT has_table_privilege('almanac_task_fixture-attacker', 'fixture_attacker_effects', 'TRUNCATE, REFERENCES')::int::bigint";
+    // Each start sets the plugin up again (setup, then its grants).
+    for _ in 0..2 {
+        let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+        host.wait_log("plugin loaded", Duration::from_secs(60)).await;
+        host.stop().await;
+        assert_eq!(db.count(owner_may).await, 1, "the table its setup created is the plugin's own, all rights");
+    }
+}

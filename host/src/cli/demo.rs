@@ -10,7 +10,7 @@ use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use almanac::{executor, host, scheduler};
+use almanac::{demo, executor, host, scheduler};
 
 const TASK: &str = "daily-points";
 
@@ -52,7 +52,7 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
         bail!("{TASK} is not among the loaded plugins in {}", args.plugins.display());
     };
     let conn = host.pool.get().await?;
-    reset(&conn).await?;
+    demo::reset(&conn).await.context("resetting the demo tables")?;
 
     // The outage: the cursor is put back as if the last host stopped `days` slots ago.
     let schedule = &plugin.spec.schedule;
@@ -80,15 +80,7 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
     let expected = args.accounts * args.days as i64;
     let through = missed[missed.len() - 1].start;
     loop {
-        let row = conn
-            .query_one(
-                "SELECT (SELECT count(*) FROM almanac.jobs WHERE task = $1 AND status = 'done'),
-                        (SELECT count(*) FROM almanac.jobs WHERE task = $1 AND status <> 'done'),
-                        (SELECT generated_through FROM almanac.schedules WHERE task = $1)",
-                &[&TASK],
-            )
-            .await?;
-        let (done, open, cursor): (i64, i64, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
+        let (done, open, cursor) = demo::progress(&conn, TASK).await?;
         if cursor >= through && open == 0 && done >= expected {
             break;
         }
@@ -103,33 +95,18 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
 
     println!("   caught up in {:.2} s ({:.0} jobs/s)\n", elapsed.as_secs_f64(), expected as f64 / elapsed.as_secs_f64());
     println!("   {:<12} {:<22} {:>6} {:>8} {:>8}", "DAY", "SLOT START (UTC)", "JOBS", "LEDGER", "POINTS");
-    let days = conn
-        .query(
-            "SELECT s.slot, s.jobs, count(l.*), coalesce(sum(l.points), 0)::bigint
-             FROM almanac.slots s LEFT JOIN points_ledger l ON l.task = s.task AND l.slot = s.slot
-             WHERE s.task = $1 GROUP BY s.slot, s.jobs ORDER BY s.slot",
-            &[&TASK],
-        )
-        .await?;
-    for day in &days {
-        let slot: DateTime<Utc> = day.get(0);
-        let label = schedule.slot_at(slot).label;
-        println!("   {:<12} {:<22} {:>6} {:>8} {:>8}", label, slot.format("%Y-%m-%d %H:%M"), day.get::<_, i64>(1), day.get::<_, i64>(2), day.get::<_, i64>(3));
+    for day in demo::days(&conn, TASK).await? {
+        let label = schedule.slot_at(day.slot).label;
+        println!("   {:<12} {:<22} {:>6} {:>8} {:>8}", label, day.slot.format("%Y-%m-%d %H:%M"), day.jobs, day.ledger, day.points);
     }
 
     // A duplicate trigger: re-enqueue every job of the first missed day.
     let first = missed[0].start;
-    let again = conn
-        .execute(
-            "INSERT INTO almanac.jobs (task, slot, key) SELECT $1, $2, id::text FROM accounts ON CONFLICT DO NOTHING",
-            &[&TASK, &first],
-        )
-        .await?;
+    let again = demo::retrigger(&conn, TASK, first).await?;
     println!("\n   re-triggering {}: {again} new jobs (the identity (task, slot, key) already exists)", missed[0].label);
 
     let want = 10 * args.days as i64;
-    let wrong: i64 = conn.query_one("SELECT count(*) FROM accounts WHERE points <> $1", &[&want]).await?.get(0);
-    let ledger: i64 = conn.query_one("SELECT count(*) FROM points_ledger", &[]).await?.get(0);
+    let (wrong, ledger) = demo::verdict(&conn, want).await?;
     if wrong != 0 || ledger != expected {
         println!("   FAILED: {wrong} accounts do not have exactly {want} points; ledger has {ledger} rows, expected {expected}");
         return Ok(ExitCode::FAILURE);
@@ -141,24 +118,6 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
 /// Start from a clean slate for the demo's tables and task.
 async fn seed_accounts(url: &str, accounts: i64) -> anyhow::Result<()> {
     let (conn, _connection) = crate::cli::connect_once(url).await?;
-    conn.batch_execute(
-        "DROP TABLE IF EXISTS accounts;
-         CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0);",
-    )
-    .await
-    .context("creating the demo's accounts")?;
-    conn.execute("INSERT INTO accounts (id, points) SELECT g, 0 FROM generate_series(1, $1::bigint) g", &[&accounts]).await?;
-    Ok(())
-}
-
-/// Forget an earlier demo run's jobs and ledger.
-async fn reset(conn: &tokio_postgres::Client) -> anyhow::Result<()> {
-    conn.batch_execute(
-        "DELETE FROM almanac.jobs WHERE task = 'daily-points';
-         DELETE FROM almanac.slots WHERE task = 'daily-points';
-         TRUNCATE points_ledger;",
-    )
-    .await
-    .context("resetting the demo tables")?;
+    demo::seed_accounts(&conn, accounts).await.context("creating the demo's accounts")?;
     Ok(())
 }
