@@ -96,6 +96,11 @@ pub async fn connect(pool: &Pool, shutdown: &CancellationToken) -> Result<Object
     }
 }
 
+/// The server's clock (`now()`): what "due" means is the database's time, not a host's.
+pub async fn server_now(client: &tokio_postgres::Client) -> Result<chrono::DateTime<chrono::Utc>, tokio_postgres::Error> {
+    Ok(client.query_one("SELECT now()", &[]).await?.get(0))
+}
+
 /// `name` as a quoted SQL identifier.
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))

@@ -23,6 +23,7 @@ pub mod demo;
 pub mod executor;
 pub mod host;
 pub mod http;
+pub mod job;
 pub mod metrics;
 pub mod migrate;
 pub mod outbox;

@@ -9,7 +9,7 @@ use std::path::Path;
 /// Top-level modules by layer, lowest first.
 const LAYERS: &[&[&str]] = &[
     // Foundations: text, time, connections, the WIT bindings, the calendar.
-    &["text", "backoff", "db", "bindings", "calendar"],
+    &["text", "backoff", "db", "bindings", "calendar", "job"],
     // The private cluster, migrations, wake-ups; database roles and declared tables.
     &["cluster", "migrate", "wake", "access"],
     // What a task is; the outbox (a message's rules, the dispatcher and its sinks).
@@ -196,4 +196,26 @@ fn the_check_sees_imports() {
     for (from, to) in [("executor", "plugin"), ("scheduler", "calendar"), ("capability::db::session", "access"), ("catalog", "scheduler")] {
         assert!(edges.get(from).is_some_and(|t| t.iter().any(|x| x == to || x.starts_with(&format!("{to}::")))), "{from} -> {to}: {:?}", edges.get(from));
     }
+}
+
+/// SQL lives beside the module that owns the table (or in `migrations/`); the CLI only
+/// parses and prints, so a new command cannot grow queries of its own.
+#[test]
+fn the_cli_holds_no_sql() {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cli");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(&cli).expect("read src/cli") {
+        let path = entry.expect("dir entry").path();
+        let text = std::fs::read_to_string(&path).expect("read source");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            if ["\"SELECT ", "\"INSERT ", "\"UPDATE ", "\"DELETE ", "\"CREATE ", "\"DROP ", "\"TRUNCATE "].iter().any(|sql| code.contains(sql)) {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, code));
+            }
+        }
+    }
+    assert!(found.is_empty(), "SQL in the CLI:\n{}", found.join("\n"));
 }

@@ -56,7 +56,7 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
 
     // The outage: the cursor is put back as if the last host stopped `days` slots ago.
     let schedule = &plugin.spec.schedule;
-    let now: DateTime<Utc> = conn.query_one("SELECT now()", &[]).await?.get(0);
+    let now: DateTime<Utc> = almanac::db::server_now(&conn).await?;
     let recent: Vec<_> = schedule
         .slots_after(now - chrono::Duration::days(args.days as i64 + 2))
         .take_while(|s| s.start <= now)

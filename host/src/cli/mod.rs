@@ -1,7 +1,7 @@
 //! Command-line interface: parse, set up logging, pick the database, dispatch.
 mod bench;
 mod demo;
-mod operate;
+mod jobs;
 mod outbox;
 mod schedule;
 
@@ -56,9 +56,9 @@ enum Command {
         json: bool,
     },
     /// List jobs, newest first, with attempts and last error.
-    Jobs(operate::JobsArgs),
+    Jobs(jobs::JobsArgs),
     /// Send failed jobs back to pending (their attempt history is kept).
-    Retry(operate::RetryArgs),
+    Retry(jobs::RetryArgs),
     /// Delete done jobs older than a duration; refused inside any task's backfill horizon.
     Prune {
         #[arg(long, value_parser = humantime::parse_duration)]
@@ -319,15 +319,15 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Jobs(args) => {
             let url = almanac_db().await?;
-            return operate::jobs(&url, args).await;
+            return jobs::jobs(&url, args).await;
         }
         Command::Retry(args) => {
             let url = almanac_db().await?;
-            return operate::retry(&url, args).await;
+            return jobs::retry(&url, args).await;
         }
         Command::Prune { older_than } => {
             let url = almanac_db().await?;
-            return operate::prune(&url, older_than).await;
+            return jobs::prune(&url, older_than).await;
         }
         Command::Outbox(args) => {
             let url = almanac_db().await?;

@@ -183,7 +183,7 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;
     let to = parse_instant(&args.to, zone).map_err(anyhow::Error::msg).context("--to")?;
     let conn = Arc::new(host.pool.get().await?);
-    let now: DateTime<Utc> = conn.query_one("SELECT now()", &[]).await?.get(0);
+    let now: DateTime<Utc> = almanac::db::server_now(&conn).await?;
     if to > now {
         bail!("--to {} is in the future; backfill only generates slots that have started (the schedule does the rest)", utc(to));
     }

@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
-use crate::metrics::{JobEnd, Metrics};
+use crate::job::JobEnd;
+use crate::metrics::Metrics;
 use crate::plugin::{CallError, Loaded};
 
 pub mod claims;

@@ -40,15 +40,7 @@ struct PluginLabel {
     digest: String,
 }
 
-/// How one job attempt ended, as counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobEnd {
-    Done,
-    /// Failed; will be tried again after a backoff.
-    Retried,
-    /// Failed for good (permanent error or out of attempts).
-    Failed,
-}
+pub use crate::job::JobEnd;
 
 type FloatGauge = Gauge<f64, AtomicU64>;
 

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::calendar::Slot;
 use crate::capability::db::END_CALL;
 use crate::config::TaskSettings;
+use crate::job::MAX_KEY_BYTES;
 use crate::plugin::{CallError, Loaded, Plugin};
 
 pub mod operate;
@@ -26,9 +27,7 @@ const RECORD_SKIPPED: &str = include_str!("record_skipped.sql");
 const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
 const REGISTER_SCHEDULE: &str = include_str!("register_schedule.sql");
 
-/// The longest job key, in bytes. A key is part of the primary key, whose btree refuses
-/// entries over ~2.7 kB; a plan returning one must fail as the plan's fault, clearly.
-pub const MAX_KEY_BYTES: usize = 1024;
+
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]
