@@ -425,12 +425,8 @@ impl Plugin {
             key: job.key.clone(),
         };
         let (mut store, _) = self.store(lent, fields);
-        let instance = match self.instantiate(&mut store).await {
-            Ok(instance) => instance,
-            Err(e) => return Called { result: Err(e), ending: Ending::default() },
-        };
-        let tx = match lend(&mut store) {
-            Ok(tx) => tx,
+        let (instance, tx) = match self.ready(&mut store).await {
+            Ok(ready) => ready,
             Err(e) => return Called { result: Err(e), ending: Ending::default() },
         };
         let outcome = self.bounded(instance.almanac_plugin_task().call_run(&mut store, job, tx)).await;
@@ -441,17 +437,19 @@ impl Plugin {
     pub async fn plan(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32) -> Called<Vec<String>> {
         let fields = CallFields { plugin: self.spec.name.clone(), task: self.spec.name.clone(), slot: slot.label.clone(), key: String::new() };
         let (mut store, _) = self.store(Lent::Conn(conn.clone()), fields);
-        let instance = match self.instantiate(&mut store).await {
-            Ok(instance) => instance,
-            Err(e) => return Called { result: Err(e), ending: Ending::default() },
-        };
-        let tx = match lend(&mut store) {
-            Ok(tx) => tx,
+        let (instance, tx) = match self.ready(&mut store).await {
+            Ok(ready) => ready,
             Err(e) => return Called { result: Err(e), ending: Ending::default() },
         };
         let call = instance.almanac_plugin_task().call_plan(&mut store, slot, tx, after, limit);
         let outcome = self.bounded(call).await;
         finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
+    }
+
+    /// A fresh instance in `store` and the transaction it is lent.
+    async fn ready(&self, store: &mut Store<HostState>) -> Result<(TaskPlugin, Resource<Transaction>), CallError> {
+        let instance = self.instantiate(store).await?;
+        Ok((instance, lend(store)?))
     }
 
     /// The epoch deadline stops guest code; this stops a call stuck anywhere else.

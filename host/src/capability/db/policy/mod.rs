@@ -217,10 +217,7 @@ fn decide_setup(sql: &str, allowed: &HashSet<String>, writable: &[String], decla
                     match &element.node {
                         Some(NodeEnum::TableLikeClause(_)) => return Err(Refusal::SetupClause("LIKE".into())),
                         Some(NodeEnum::Constraint(c)) => constraints.push(c.as_ref()),
-                        Some(NodeEnum::ColumnDef(column)) => constraints.extend(column.constraints.iter().filter_map(|c| match &c.node {
-                            Some(NodeEnum::Constraint(c)) => Some(c.as_ref()),
-                            _ => None,
-                        })),
+                        Some(NodeEnum::ColumnDef(column)) => constraints.extend(column_constraints(column)),
                         _ => {}
                     }
                 }
@@ -245,10 +242,7 @@ fn decide_setup(sql: &str, allowed: &HashSet<String>, writable: &[String], decla
                     }
                     match cmd.def.as_ref().and_then(|d| d.node.as_ref()) {
                         Some(NodeEnum::Constraint(c)) => constraints.push(c.as_ref()),
-                        Some(NodeEnum::ColumnDef(column)) => constraints.extend(column.constraints.iter().filter_map(|c| match &c.node {
-                            Some(NodeEnum::Constraint(c)) => Some(c.as_ref()),
-                            _ => None,
-                        })),
+                        Some(NodeEnum::ColumnDef(column)) => constraints.extend(column_constraints(column)),
                         _ => {}
                     }
                 }
@@ -270,6 +264,14 @@ fn decide_setup(sql: &str, allowed: &HashSet<String>, writable: &[String], decla
         }
     }
     check_calls(&parsed.protobuf, allowed)
+}
+
+/// The constraints written on one column.
+fn column_constraints(column: &pg_query::protobuf::ColumnDef) -> impl Iterator<Item = &pg_query::protobuf::Constraint> {
+    column.constraints.iter().filter_map(|c| match &c.node {
+        Some(NodeEnum::Constraint(c)) => Some(c.as_ref()),
+        _ => None,
+    })
 }
 
 /// Check every function called and every qualified operator anywhere in the tree
