@@ -104,7 +104,7 @@ impl Config {
         };
         *spec = self.override_spec(spec, o)?;
         let start_at = match &o.start_at {
-            Some(s) => Some(parse_instant(s.get_ref(), spec.schedule.zone()).or_else(|e| self.invalid(s.span(), format!("start_at: {e}")))?),
+            Some(s) => Some(crate::calendar::parse_instant(s.get_ref(), spec.schedule.zone()).or_else(|e| self.invalid(s.span(), format!("start_at: {e}")))?),
             None => None,
         };
         let horizon = match &o.horizon {
@@ -155,25 +155,6 @@ impl Config {
     }
 }
 
-/// An RFC 3339 instant, or a plain date meaning midnight in `zone` (the first instant
-/// of that day if midnight falls in a DST gap).
-pub fn parse_instant(text: &str, zone: chrono_tz::Tz) -> Result<DateTime<Utc>, String> {
-    use chrono::TimeZone;
-    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    let date = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .map_err(|_| format!("{text:?} is neither an RFC 3339 instant nor a date (YYYY-MM-DD)"))?;
-    let mut local = date.and_hms_opt(0, 0, 0).ok_or_else(|| format!("{text:?}: no midnight"))?;
-    for _ in 0..(48 * 60) {
-        if let Some(t) = zone.from_local_datetime(&local).earliest() {
-            return Ok(t.with_timezone(&Utc));
-        }
-        local += chrono::Duration::minutes(1);
-    }
-    Err(format!("{text:?}: no such day in {zone}"))
-}
-
 /// The default configuration path, used only if the file exists.
 pub fn default_path() -> PathBuf {
     PathBuf::from("almanac.toml")
@@ -192,15 +173,8 @@ mod tests {
     }
 
     #[test]
-    fn catch_up_and_instants_parse() {
+    fn catch_up_parses() {
         assert_eq!("window=3d".parse(), Ok(CatchUp::Window(std::time::Duration::from_secs(3 * 86400))));
         assert!("sometimes".parse::<CatchUp>().unwrap_err().contains("expected all, latest or window="));
-        let shanghai: chrono_tz::Tz = "Asia/Shanghai".parse().unwrap();
-        assert_eq!(parse_instant("2026-03-08", shanghai).unwrap().to_rfc3339(), "2026-03-07T16:00:00+00:00");
-        assert_eq!(parse_instant("2026-03-08T02:30:00-05:00", shanghai).unwrap().to_rfc3339(), "2026-03-08T07:30:00+00:00");
-        // Midnight does not exist in Havana on 2026-03-08: the day starts at 01:00 CDT.
-        let havana: chrono_tz::Tz = "America/Havana".parse().unwrap();
-        assert_eq!(parse_instant("2026-03-08", havana).unwrap().to_rfc3339(), "2026-03-08T05:00:00+00:00");
-        assert!(parse_instant("yesterday", shanghai).is_err());
     }
 }

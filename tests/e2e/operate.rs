@@ -57,8 +57,15 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
     assert_eq!(failed.len(), 1);
     assert_eq!((failed[0]["task"].as_str(), failed[0]["key"].as_str(), failed[0]["attempts"].as_i64()), (Some("fixture-permanent"), Some("p1"), Some(1)));
 
+    // A typo is no task, not "0 jobs"; an unreadable slot says which forms are read.
+    let (code, _, err) = almanac(&db, &["retry", "--task", "fixture-permanet"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no task \"fixture-permanet\": no host has registered it (known: fixture-permanent, fixture-sleeper)"), "{err}");
+    let (code, _, err) = almanac(&db, &["retry", "--task", "fixture-permanent", "--slot", "01/01/2026"]);
+    assert!(code == 1 && err.contains("--slot") && err.contains("UTC as `almanac jobs` prints it (2026-10-01 07:00:00)"), "{err}");
     // retry: back to pending with fresh attempts; it fails again and both attempts are kept.
-    let (code, out, _) = almanac(&db, &["retry", "--task", "fixture-permanent", "--key", "p1"]);
+    // The slot as `almanac jobs` printed it.
+    let (code, out, _) = almanac(&db, &["retry", "--task", "fixture-permanent", "--slot", "2026-01-01 00:00:00", "--key", "p1"]);
     assert_eq!(code, 0);
     assert_eq!(out.trim(), "1 failed job(s) of fixture-permanent back to pending; their earlier attempts stay in almanac.attempts");
     db.wait_count("SELECT count(*) FROM almanac.attempts WHERE key = 'p1'", 2, Duration::from_secs(30)).await;

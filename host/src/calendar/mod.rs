@@ -273,6 +273,53 @@ impl Schedule {
     }
 }
 
+/// An instant as an operator may write it, in every form Almanac prints: RFC 3339
+/// (`2026-10-01T09:00:00+02:00`), a slot label (`2026-10-01T09:00+02:00`), UTC as
+/// `almanac jobs` prints it (`2026-10-01 07:00:00`, seconds optional), or a date meaning
+/// midnight in `zone` (the first instant of that day if midnight falls in a gap).
+pub fn parse_instant(text: &str, zone: Tz) -> Result<DateTime<Utc>, String> {
+    let text = text.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(t) = DateTime::parse_from_str(text, "%Y-%m-%dT%H:%M%:z") {
+        return Ok(t.with_timezone(&Utc));
+    }
+    for format in ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%MZ"] {
+        if let Ok(naive) = NaiveDateTime::parse_from_str(text, format) {
+            return Ok(Utc.from_utc_datetime(&naive));
+        }
+    }
+    let Ok(date) = NaiveDate::parse_from_str(text, "%Y-%m-%d") else {
+        return Err(format!(
+            "{text:?} is not an instant: give RFC 3339 (2026-10-01T09:00:00+02:00), a slot label (2026-10-01T09:00+02:00), \
+             UTC as `almanac jobs` prints it (2026-10-01 07:00:00) or a date in the schedule's zone (2026-10-01)"
+        ));
+    };
+    let midnight = date.and_hms_opt(0, 0, 0).expect("midnight");
+    (0..48 * 60)
+        .filter_map(|m| zone.from_local_datetime(&(midnight + TimeDelta::minutes(m))).earliest())
+        .next()
+        .map(|t| t.with_timezone(&Utc))
+        .ok_or_else(|| format!("{text:?}: no such day in {zone}"))
+}
+
+impl Schedule {
+    /// The start of a slot written as an operator may write it ([`parse_instant`]); a
+    /// date names the slot labelled with it when the schedule names its slots by day
+    /// (`2026-10-01` is that day's 09:00 for `0 9 * * *`), else midnight.
+    pub fn parse_slot(&self, text: &str) -> Result<DateTime<Utc>, String> {
+        let at = parse_instant(text, self.zone)?;
+        if self.daily && NaiveDate::parse_from_str(text.trim(), "%Y-%m-%d").is_ok() {
+            let before = at.checked_sub_signed(TimeDelta::microseconds(1)).unwrap_or(at);
+            if let Some(slot) = self.slots_after(before).next().filter(|s| s.label == text.trim()) {
+                return Ok(slot.start);
+            }
+        }
+        Ok(at)
+    }
+}
+
 /// A matching wall time and what it resolves to.
 struct Candidate {
     naive: NaiveDateTime,

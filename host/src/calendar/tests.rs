@@ -388,3 +388,21 @@ fn process_time_zone_is_ignored() {
         None => std::env::remove_var("TZ"),
     }
 }
+
+#[test]
+fn instants_and_slots_parse_in_every_form_almanac_prints() {
+    let shanghai: Tz = SH.parse().unwrap();
+    let at = |text: &str| parse_instant(text, shanghai).map(rfc);
+    assert_eq!(at("2026-03-08"), Ok("2026-03-07T16:00:00Z".into()));
+    assert_eq!(at("2026-03-08T02:30:00-05:00"), Ok("2026-03-08T07:30:00Z".into()));
+    assert_eq!(at("2026-10-01T09:00+02:00"), Ok("2026-10-01T07:00:00Z".into()));
+    assert_eq!(at("2026-10-01 07:00:00"), Ok("2026-10-01T07:00:00Z".into()));
+    assert_eq!(at("2026-10-01 07:00"), Ok("2026-10-01T07:00:00Z".into()));
+    // Midnight does not exist in Havana on 2026-03-08: the day starts at 01:00 CDT.
+    assert_eq!(parse_instant("2026-03-08", "America/Havana".parse().unwrap()).map(rfc), Ok("2026-03-08T05:00:00Z".into()));
+    let refused = at("yesterday").unwrap_err();
+    assert!(refused.contains("RFC 3339") && refused.contains("2026-10-01 07:00:00") && refused.contains("slot label"), "{refused}");
+    // A date names the day's slot of a daily schedule, wherever in the day it starts.
+    assert_eq!(sched("0 9 * * *", SH).parse_slot("2026-10-01").map(rfc), Ok("2026-10-01T01:00:00Z".into()));
+    assert_eq!(sched("*/15 * * * *", SH).parse_slot("2026-10-01").map(rfc), Ok("2026-09-30T16:00:00Z".into()));
+}

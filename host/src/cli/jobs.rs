@@ -2,7 +2,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use anyhow::Context;
 
 use almanac::executor::operate;
 
@@ -52,9 +52,10 @@ pub struct RetryArgs {
     /// The task whose failed jobs go back to pending.
     #[arg(long)]
     task: String,
-    /// Only this slot (RFC 3339).
+    /// Only this slot: RFC 3339, a slot label, UTC as `almanac jobs` prints it, or a date
+    /// (that day's slot of a daily schedule).
     #[arg(long)]
-    slot: Option<DateTime<Utc>>,
+    slot: Option<String>,
     /// Only this key.
     #[arg(long)]
     key: Option<String>,
@@ -62,7 +63,9 @@ pub struct RetryArgs {
 
 pub async fn retry(url: &str, args: RetryArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
-    let n = operate::retry(&client, &args.task, args.slot, args.key.as_deref()).await?;
+    let schedule = super::task_schedule(&client, &args.task).await?;
+    let slot = args.slot.as_deref().map(|s| schedule.parse_slot(s)).transpose().map_err(anyhow::Error::msg).context("--slot")?;
+    let n = operate::retry(&client, &args.task, slot, args.key.as_deref()).await?;
     println!("{n} failed job(s) of {} back to pending; their earlier attempts stay in almanac.attempts", args.task);
     Ok(ExitCode::SUCCESS)
 }

@@ -67,9 +67,10 @@ enum Command {
     /// Insert one job by identity (a no-op if it exists).
     Enqueue {
         task: String,
-        /// The slot's start, RFC 3339 (e.g. 2026-03-08T16:00:00Z).
+        /// The slot: RFC 3339, a slot label, UTC as `almanac jobs` prints it, or a date
+        /// (that day's slot of a daily schedule).
         #[arg(long)]
-        slot: chrono::DateTime<chrono::Utc>,
+        slot: String,
         #[arg(long)]
         key: String,
     },
@@ -314,6 +315,13 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let url = almanac_db().await?;
             let pool = db::pool(db::config(&url, &db::SessionSettings::default())?, 1)?;
             let conn = pool.get().await.context("cannot connect to the database")?;
+            // TODO(issue 21, item 5): refuse a task no host knows; until then a slot of an
+            // unregistered task is read in UTC.
+            let slot = match scheduler::operate::schedule_of(&conn, &task).await? {
+                Some((cron, zone)) => almanac::calendar::Schedule::new(&cron, &zone)?.parse_slot(&slot),
+                None => almanac::calendar::parse_instant(&slot, chrono_tz::UTC),
+            };
+            let slot = slot.map_err(anyhow::Error::msg).context("--slot")?;
             let new = scheduler::enqueue(&conn, &task, slot, &key).await?;
             println!("{}", if new { "enqueued" } else { "already present (no-op)" });
         }
@@ -381,6 +389,18 @@ pub(crate) async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::C
         }
     });
     Ok((client, handle))
+}
+
+/// The schedule of `task`, or an error naming the tasks there are: a typo must not read
+/// as "0 jobs" or enqueue a job no host will ever run.
+pub(crate) async fn task_schedule(client: &tokio_postgres::Client, task: &str) -> anyhow::Result<almanac::calendar::Schedule> {
+    match scheduler::operate::schedule_of(client, task).await? {
+        Some((cron, zone)) => Ok(almanac::calendar::Schedule::new(&cron, &zone)?),
+        None => {
+            let known: Vec<String> = scheduler::operate::list(client).await?.into_iter().map(|r| r.task).collect();
+            anyhow::bail!("no task {task:?}: no host has registered it (known: {})", known.join(", "))
+        }
+    }
 }
 
 /// `DATABASE_URL`, or the private cluster (started if needed) with database `dbname`.

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use almanac::calendar::Schedule;
-use almanac::config::parse_instant;
+use almanac::calendar::parse_instant;
 use almanac::{host, scheduler};
 
 /// `almanac slots`: which instants a schedule means, in local and UTC time.
