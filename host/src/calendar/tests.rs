@@ -400,6 +400,11 @@ fn instants_and_slots_parse_in_every_form_almanac_prints() {
     assert_eq!(at("2026-10-01 07:00"), Ok("2026-10-01T07:00:00Z".into()));
     // Midnight does not exist in Havana on 2026-03-08: the day starts at 01:00 CDT.
     assert_eq!(parse_instant("2026-03-08", "America/Havana".parse().unwrap()).map(rfc), Ok("2026-03-08T05:00:00Z".into()));
+    // Operator input of any size or shape is refused, not a panic or a long search.
+    for odd in ["", " ", "2026-13-01", "2026-02-30", "+275760-09-13", "9".repeat(1 << 20).as_str(), "2026-01-01T25:00+00:00"] {
+        assert!(at(odd).is_err(), "{:?}", &odd[..odd.len().min(20)]);
+    }
+    assert_eq!(sched("0 9 * * *", SH).parse_slot("4999-12-31").map(rfc), Ok("4999-12-31T01:00:00Z".into()));
     let refused = at("yesterday").unwrap_err();
     assert!(refused.contains("RFC 3339") && refused.contains("2026-10-01 07:00:00") && refused.contains("slot label"), "{refused}");
     // A date names the day's slot of a daily schedule, wherever in the day it starts.

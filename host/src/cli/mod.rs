@@ -317,8 +317,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let conn = pool.get().await.context("cannot connect to the database")?;
             // TODO(issue 21, item 5): refuse a task no host knows; until then a slot of an
             // unregistered task is read in UTC.
-            let slot = match scheduler::operate::schedule_of(&conn, &task).await? {
-                Some((cron, zone)) => almanac::calendar::Schedule::new(&cron, &zone)?.parse_slot(&slot),
+            let slot = match registered_schedule(&conn, &task).await? {
+                Some(schedule) => schedule.parse_slot(&slot),
                 None => almanac::calendar::parse_instant(&slot, chrono_tz::UTC),
             };
             let slot = slot.map_err(anyhow::Error::msg).context("--slot")?;
@@ -394,12 +394,20 @@ pub(crate) async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::C
 /// The schedule of `task`, or an error naming the tasks there are: a typo must not read
 /// as "0 jobs" or enqueue a job no host will ever run.
 pub(crate) async fn task_schedule(client: &tokio_postgres::Client, task: &str) -> anyhow::Result<almanac::calendar::Schedule> {
-    match scheduler::operate::schedule_of(client, task).await? {
-        Some((cron, zone)) => Ok(almanac::calendar::Schedule::new(&cron, &zone)?),
+    match registered_schedule(client, task).await? {
+        Some(schedule) => Ok(schedule),
         None => {
             let known: Vec<String> = scheduler::operate::list(client).await?.into_iter().map(|r| r.task).collect();
             anyhow::bail!("no task {task:?}: no host has registered it (known: {})", known.join(", "))
         }
+    }
+}
+
+/// The schedule a host registered for `task`, if any.
+async fn registered_schedule(client: &tokio_postgres::Client, task: &str) -> anyhow::Result<Option<almanac::calendar::Schedule>> {
+    match scheduler::operate::schedule_of(client, task).await? {
+        Some((cron, zone)) => Ok(Some(almanac::calendar::Schedule::new(&cron, &zone)?)),
+        None => Ok(None),
     }
 }
 

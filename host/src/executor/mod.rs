@@ -361,14 +361,38 @@ async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::p
         ),
         crate::text::MAX_ERROR,
     );
+    let failure = Failure { message: &message, give_up: true, delay: Duration::ZERO, digest: &plugin.digest };
+    record_failure(conn, statements, (&row.task, row.slot, &row.key), failure, follow).await?;
+    tracing::error!(error = %message, "job failed for good");
+    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
+}
+
+/// A failed attempt as recorded.
+struct Failure<'a> {
+    message: &'a str,
+    /// Fail the job for good rather than retry it after `delay`.
+    give_up: bool,
+    delay: Duration,
+    digest: &'a str,
+}
+
+/// Roll the job's savepoint back (its writes and its SET LOCAL ROLE together), record the
+/// failed attempt and send `follow`, in one round trip.
+async fn record_failure(
+    conn: &Arc<Object>,
+    statements: &Statements,
+    (task, slot, key): (&str, DateTime<Utc>, &str),
+    failure: Failure<'_>,
+    follow: Follow,
+) -> Result<(), BatchError> {
+    let Failure { message, give_up, delay, digest } = failure;
     try_join3(
         conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
-        conn.execute(&statements.failed, &[&row.task, &row.slot, &row.key, &message, &true, &0f64, &plugin.digest]),
+        conn.execute(&statements.failed, &[&task, &slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest]),
         conn.batch_execute(follow.sql()),
     )
     .await?;
-    tracing::error!(error = %message, "job failed for good");
-    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
+    Ok(())
 }
 
 /// The host's own per-job statements, prepared on this connection.
@@ -418,13 +442,8 @@ async fn run_job(
             let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
             let delay = crate::backoff::delay(options.retry_base, options.retry_max, job.attempt);
             let message = crate::text::clip(e.to_string(), crate::text::MAX_STORED);
-            // ROLLBACK TO undoes the plugin's writes and its SET LOCAL ROLE together.
-            try_join3(
-                conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
-                conn.execute(&statements.failed, &[task, &slot, key, &message, &give_up, &delay.as_secs_f64(), &plugin.digest]),
-                conn.batch_execute(follow.sql()),
-            )
-            .await?;
+            let failure = Failure { message: &message, give_up, delay, digest: &plugin.digest };
+            record_failure(conn, statements, (task, slot, key), failure, follow).await?;
             if give_up {
                 tracing::warn!(error = %message, "job failed for good");
             } else {

@@ -246,8 +246,7 @@ impl Session {
             }
             Err(Failed::Oversized) => {
                 // The server is still sending rows: stop it rather than read them all.
-                self.ending.cancel_sent = true;
-                let _ = conn.cancel_token().cancel_query(NoTls).await;
+                self.send_cancel(&conn).await;
                 Ok(Err(self.fail(DbError {
                     sqlstate: Some("54000".into()),
                     message: format!(
@@ -274,10 +273,16 @@ impl Session {
         }
     }
 
-    /// Cancel what runs on `conn` and wait (briefly) for `work` to end.
-    async fn cancel<F: std::future::Future>(&mut self, conn: &Object, work: std::pin::Pin<&mut F>) {
+    /// Ask the server to cancel what runs on `conn`; the connection is replaced after the
+    /// call, as a late cancel could land on a later statement.
+    async fn send_cancel(&mut self, conn: &Object) {
         self.ending.cancel_sent = true;
         let _ = conn.cancel_token().cancel_query(NoTls).await;
+    }
+
+    /// Cancel what runs on `conn` and wait (briefly) for `work` to end.
+    async fn cancel<F: std::future::Future>(&mut self, conn: &Object, work: std::pin::Pin<&mut F>) {
+        self.send_cancel(conn).await;
         if tokio::time::timeout(CANCEL_GRACE, work).await.is_err() {
             self.ending.broken = true;
         }

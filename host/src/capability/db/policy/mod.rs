@@ -127,9 +127,7 @@ impl Policy {
 
     /// Accept or refuse one statement from a plugin whose tables live in `schemas`.
     pub async fn check(&self, sql: &str, schemas: &[String]) -> Result<(), Refusal> {
-        if sql.len() > MAX_SQL_BYTES {
-            return Err(Refusal::TooLong(sql.len()));
-        }
+        within_length(sql)?;
         if let Some(verdict) = self.cache.lock().expect("policy cache").get(sql) {
             return permitted(verdict, schemas);
         }
@@ -148,9 +146,7 @@ impl Policy {
 
     /// The full decision without the cache, blocking: for tests and for measuring it.
     pub fn check_uncached(&self, sql: &str, schemas: &[String]) -> Result<(), Refusal> {
-        if sql.len() > MAX_SQL_BYTES {
-            return Err(Refusal::TooLong(sql.len()));
-        }
+        within_length(sql)?;
         let (text, allowed) = (sql.to_owned(), self.allowed.clone());
         permitted(&self.parser.run_blocking(move || decide(&text, &allowed)), schemas)
     }
@@ -160,14 +156,19 @@ impl Policy {
     /// PARTITION OF, OF or LIKE, no foreign key to a table it does not declare), and the
     /// allowlist applies to the defaults and checks they carry.
     pub async fn check_setup(&self, sql: &str, writable: &[String], declared: &[String]) -> Result<(), Refusal> {
-        if sql.len() > MAX_SQL_BYTES {
-            return Err(Refusal::TooLong(sql.len()));
-        }
+        within_length(sql)?;
         let (text, allowed, writable, declared) = (sql.to_owned(), self.allowed.clone(), writable.to_vec(), declared.to_vec());
         let schemas = schemas_of(&declared);
         let verdict = self.parser.run(move || decide_setup(&text, &allowed, &writable, &declared)).await;
         permitted(&verdict, &schemas)
     }
+}
+
+fn within_length(sql: &str) -> Result<(), Refusal> {
+    if sql.len() > MAX_SQL_BYTES {
+        return Err(Refusal::TooLong(sql.len()));
+    }
+    Ok(())
 }
 
 fn permitted(verdict: &Verdict, schemas: &[String]) -> Result<(), Refusal> {
