@@ -70,14 +70,8 @@ async fn two_hosts_share_five_thousand_jobs_and_pay_each_account_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_host_killed_inside_a_job_leaves_it_to_run_once_after_restart() {
     let db = TestDb::new().await;
-    db.client
-        .batch_execute(
-            "CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL);
-             INSERT INTO fixture_sleeper_control VALUES (600);
-             INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-sleeper', '2026-01-01T00:00:00Z', 'k1');",
-        )
-        .await
-        .unwrap();
+    db.sleeper(600.0).await;
+    db.enqueue("fixture-sleeper", "2026-01-01T00:00:00Z", &["k1"]).await;
     let plugins = plugin_dir(&["fixture_sleeper"]);
     let mut first = HostProc::spawn(&db, plugins.path(), &["--workers", "1"]);
     // The job is inside its transaction: its effect row is written, not committed, and

@@ -236,14 +236,7 @@ async fn setup_that_inherits_from_the_hosts_tables_is_refused() {
 async fn a_job_that_kills_its_host_is_failed_after_three_crashes_and_its_batch_survives() {
     let db = TestDb::new().await;
     db.accounts(3).await;
-    db.client
-        .batch_execute(
-            "CREATE TABLE fixture_sleeper_effects (key text PRIMARY KEY, runs int NOT NULL);
-             CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL);
-             INSERT INTO fixture_sleeper_control VALUES (600);",
-        )
-        .await
-        .unwrap();
+    db.sleeper(600.0).await;
     // One slot: a batch of four claims the three daily-points jobs and the sleeper.
     db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
     db.enqueue("fixture-sleeper", "2026-03-01T16:00:00Z", &["poison"]).await;

@@ -19,16 +19,9 @@ fn parse_lines(text: &str) -> Vec<serde_json::Value> {
 #[tokio::test(flavor = "multi_thread")]
 async fn status_jobs_retry_and_prune_tell_and_repair() {
     let db = TestDb::new().await;
-    db.client
-        .batch_execute(
-            "CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL);
-             INSERT INTO fixture_sleeper_control VALUES (600);
-             INSERT INTO almanac.jobs (task, slot, key) VALUES
-                 ('fixture-sleeper', '2026-01-01T00:00:00Z', 's1'),
-                 ('fixture-permanent', '2026-01-01T00:00:00Z', 'p1');",
-        )
-        .await
-        .unwrap();
+    db.sleeper(600.0).await;
+    db.enqueue("fixture-sleeper", "2026-01-01T00:00:00Z", &["s1"]).await;
+    db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["p1"]).await;
     let (code, _, _) = almanac(&db, &["status"]);
     assert_eq!(code, 0, "nothing failed yet");
 

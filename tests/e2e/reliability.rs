@@ -213,11 +213,7 @@ async fn jobs_stuck_on_a_row_lock_fail_at_their_deadline_without_leaking_connect
 
 /// A sleeper job `k1` and a host on it, with the plugin asleep inside the job.
 async fn host_mid_sleep(db: &TestDb, seconds: f64, grace: &str) -> (HostProc, tempfile::TempDir) {
-    db.client
-        .execute("CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL)", &[])
-        .await
-        .unwrap();
-    db.client.execute("INSERT INTO fixture_sleeper_control VALUES ($1)", &[&seconds]).await.unwrap();
+    db.sleeper(seconds).await;
     enqueue_sleeper(db, "k1").await;
     let plugins = plugin_dir(&["fixture_sleeper"]);
     let host = HostProc::spawn(db, plugins.path(), &["--workers", "1", "--shutdown-grace", grace]);

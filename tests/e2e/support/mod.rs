@@ -167,6 +167,16 @@ impl TestDb {
             .expect("create fixture_gate");
     }
 
+    /// fixture-sleeper's control row, before the plugin loads: each of its jobs sleeps
+    /// `seconds` inside its transaction.
+    pub async fn sleeper(&self, seconds: f64) {
+        self.client
+            .batch_execute("CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL)")
+            .await
+            .expect("create fixture_sleeper_control");
+        self.client.execute("INSERT INTO fixture_sleeper_control VALUES ($1)", &[&seconds]).await.expect("set the sleep");
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         self.client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
     }
