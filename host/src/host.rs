@@ -60,7 +60,7 @@ pub struct Host {
     pub pool: Pool,
     /// The plugins loaded now (swapped on reload).
     pub loaded: Arc<Loaded>,
-    config: tokio_postgres::Config,
+    target: crate::db::Target,
     options: Options,
     dispatcher: outbox::Dispatcher,
     folder: Folder,
@@ -69,10 +69,11 @@ pub struct Host {
 impl Host {
     /// Connect (waiting for the database if it is down), migrate and load plugins.
     pub async fn start(url: &str, options: Options, shutdown: &CancellationToken) -> anyhow::Result<Host> {
-        let config = crate::db::config(url, &options.session)?;
-        // Workers, plus the scheduler, the claim recorder, the claims sweep, the folder
-        // watch and the outbox dispatcher.
-        let pool = crate::db::pool(config.clone(), options.executor.workers + 6)?;
+        let target = crate::db::config(url, &options.session)?;
+        tracing::info!(database = %target.describe(), "connecting");
+        // Workers, plus the scheduler, the claim recorder, the claims sweep and the
+        // folder watch (the outbox dispatcher has a pool of its own).
+        let pool = crate::db::pool(&target.role("worker"), options.executor.workers + 5)?;
         let mut conn = crate::db::connect(&pool, shutdown).await?;
         if options.migrate {
             let applied = migrate::run(&mut conn).await?;
@@ -81,7 +82,7 @@ impl Host {
             }
         }
         access::check_host_role(&**conn).await?;
-        let runtime = Runtime::new(options.limits.clone(), options.cache_dir.clone())?;
+        let runtime = Runtime::new(options.limits.clone(), options.cache_dir.clone(), target.tls.clone())?;
         // A configuration mistake stops the start: running with a setting silently
         // ignored is worse than not running.
         let file = options.config.as_deref().map(crate::config::Config::load).transpose()?;
@@ -110,12 +111,12 @@ impl Host {
         if loaded.load().is_empty() {
             tracing::warn!(dir = %options.plugins_dir.display(), "no plugins loaded");
         }
-        Ok(Host { pool, loaded, config, options, dispatcher, folder })
+        Ok(Host { pool, loaded, target, options, dispatcher, folder })
     }
 
-    /// The connection settings the host uses (for a pool of the listener's own).
-    pub fn db_config(&self) -> tokio_postgres::Config {
-        self.config.clone()
+    /// Where the host connects (for a pool of the listener's own).
+    pub fn target(&self) -> crate::db::Target {
+        self.target.clone()
     }
 
     /// The plugins loaded now.
@@ -153,7 +154,7 @@ impl Host {
     pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let (wake_tx, wake_rx) = watch::channel(0u64);
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(crate::wake::listen(self.config.clone(), crate::wake::JOBS, wake_tx, shutdown.clone()));
+        tasks.spawn(crate::wake::listen(self.target.role("listen"), crate::wake::JOBS, wake_tx, shutdown.clone()));
         tasks.spawn(scheduler::run(self.pool.clone(), self.loaded.clone(), self.options.scheduler.clone(), shutdown.clone()));
         tasks.spawn(executor::run(
             self.pool.clone(),
@@ -166,7 +167,7 @@ impl Host {
         if self.options.watch {
             tasks.spawn(self.folder.watch(self.pool.clone(), shutdown.clone()));
         }
-        tasks.spawn(self.dispatcher.run(self.pool.clone(), self.config.clone(), shutdown.clone()));
+        tasks.spawn(self.dispatcher.run(self.target.clone(), shutdown.clone()));
         shutdown.cancelled().await;
         tracing::info!(grace = ?self.options.shutdown_grace, "shutting down: finishing in-flight work");
         let drained = tokio::time::timeout(self.options.shutdown_grace, async { while tasks.join_next().await.is_some() {} }).await;

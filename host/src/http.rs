@@ -41,8 +41,8 @@ impl Observed {
     }
 
     /// The host has connected and loaded its plugins.
-    pub fn started(&self, config: tokio_postgres::Config, loaded: Arc<Loaded>) -> Result<(), crate::db::DbError> {
-        let pool = crate::db::pool(config, POOL_SIZE)?;
+    pub fn started(&self, target: crate::db::Target, loaded: Arc<Loaded>) -> Result<(), crate::db::DbError> {
+        let pool = crate::db::pool(&target.role("http"), POOL_SIZE)?;
         let _ = self.running.set(Running { pool, loaded });
         Ok(())
     }

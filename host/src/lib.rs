@@ -32,4 +32,5 @@ pub mod scheduler;
 pub mod status;
 pub mod task;
 pub mod text;
+pub mod tls;
 pub mod wake;

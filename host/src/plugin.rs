@@ -191,11 +191,13 @@ pub struct Runtime {
     limits: Limits,
     /// The statement policy every plugin's statements pass.
     pub policy: Arc<Policy>,
+    /// How a cancel request reaches the database (over TLS when its connections are).
+    cancel_tls: crate::db::Tls,
     _ticker: std::thread::JoinHandle<()>,
 }
 
 impl Runtime {
-    pub fn new(limits: Limits, cache_dir: Option<PathBuf>) -> anyhow::Result<Arc<Runtime>> {
+    pub fn new(limits: Limits, cache_dir: Option<PathBuf>, cancel_tls: crate::db::Tls) -> anyhow::Result<Arc<Runtime>> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(limits.instances)
             .total_core_instances(limits.instances * 2)
@@ -233,7 +235,7 @@ impl Runtime {
             })?
         };
         let policy = Arc::new(Policy::new(&limits.allow_functions, &limits.deny_functions).map_err(|e| anyhow::anyhow!(e))?);
-        Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, policy, _ticker: ticker }))
+        Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, policy, cancel_tls, _ticker: ticker }))
     }
 
     /// Compile (or fetch from the cache) and describe one plugin file.
@@ -376,7 +378,7 @@ impl Plugin {
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryCap(self.runtime.limits.memory_bytes),
-            db: Session::new(fields.task.clone(), conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes),
+            db: Session::new(fields.task.clone(), conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes, self.runtime.cancel_tls.clone()),
             log: Logger::new(fields),
             stderr,
             deadline,

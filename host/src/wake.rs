@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::sync::watch;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
 /// The channel the jobs insert trigger notifies (migrations/V1__core.sql).
@@ -13,10 +13,10 @@ pub const JOBS: &str = "almanac_jobs";
 /// The channel the outbox insert trigger notifies (migrations/V3__outbox.sql).
 pub const OUTBOX: &str = "almanac_outbox";
 
-pub async fn listen(config: tokio_postgres::Config, channel: &'static str, wake: watch::Sender<u64>, shutdown: CancellationToken) {
+pub async fn listen(target: crate::db::Target, channel: &'static str, wake: watch::Sender<u64>, shutdown: CancellationToken) {
     let mut delay = Duration::from_millis(200);
     while !shutdown.is_cancelled() {
-        match config.connect(NoTls).await {
+        match target.connect().await {
             Ok((client, mut connection)) => {
                 let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
                 let listen = format!("LISTEN {channel}");
@@ -46,7 +46,7 @@ pub async fn listen(config: tokio_postgres::Config, channel: &'static str, wake:
                     }
                 }
             }
-            Err(e) => tracing::debug!(channel, "listener cannot connect: {e}"),
+            Err(e) => tracing::debug!(channel, "listener cannot connect: {}", crate::db::error_chain(&e)),
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}

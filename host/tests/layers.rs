@@ -8,8 +8,10 @@ use std::path::Path;
 
 /// Top-level modules by layer, lowest first.
 const LAYERS: &[&[&str]] = &[
-    // Foundations: text, time, connections, the WIT bindings, the calendar.
-    &["text", "backoff", "db", "bindings", "calendar", "job"],
+    // Foundations: text; TLS (trust stores, verifiers) for every connection.
+    &["text", "tls"],
+    // Time, connections, the WIT bindings, the calendar.
+    &["backoff", "db", "bindings", "calendar", "job"],
     // The private cluster, migrations, wake-ups; database roles and declared tables.
     &["cluster", "migrate", "wake", "access"],
     // What a task is; the outbox (a message's rules, the dispatcher and its sinks).

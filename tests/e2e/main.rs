@@ -14,4 +14,5 @@ mod observe;
 mod privilege;
 mod reload;
 mod scheduler;
+mod tls;
 mod reliability;

@@ -30,10 +30,10 @@ async fn minutes_behind(db: &TestDb, minutes: i32) -> DateTime<Utc> {
 async fn two_schedulers_racing_for_200_ticks_never_double_generate_or_skip() {
     let db = TestDb::new().await;
     let start = minutes_behind(&db, 300).await;
-    let runtime = Runtime::new(Limits::default(), None).unwrap();
+    let runtime = Runtime::new(Limits::default(), None, almanac::db::plain()).unwrap();
     let plugin = Arc::new(runtime.load(&built_plugins().join("fixture_minutely.wasm")).await.unwrap());
     let options = scheduler::Options { max_slots_per_tick: 5, ..scheduler::Options::default() };
-    let pool = db::pool(db::config(&db.url, &Default::default()).unwrap(), 2).unwrap();
+    let pool = db::pool(&db::config(&db.url, &Default::default()).unwrap(), 2).unwrap();
     let mut racers = Vec::new();
     for _ in 0..2 {
         let (conn, plugin, options) = (Arc::new(pool.get().await.unwrap()), plugin.clone(), options.clone());

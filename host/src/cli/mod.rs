@@ -292,7 +292,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let url = almanac_db().await?;
             let host = host::Host::start_retrying(&url, options, &shutdown).await?;
             if args.listen.is_some() {
-                observed.started(host.db_config(), host.loaded.clone())?;
+                observed.started(host.target(), host.loaded.clone())?;
             }
             host.outbox_options(args.outbox_options()).serve(shutdown).await?;
         }
@@ -313,7 +313,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Enqueue { task, slot, key } => {
             let url = almanac_db().await?;
-            let pool = db::pool(db::config(&url, &db::SessionSettings::default())?, 1)?;
+            let pool = db::pool(&db::config(&url, &db::SessionSettings::default())?.role("cli"), 1)?;
             let conn = pool.get().await.context("cannot connect to the database")?;
             // TODO(issue 21, item 5): refuse a task no host knows; until then a slot of an
             // unregistered task is read in UTC.
@@ -381,8 +381,9 @@ fn spawn_signal_handler(shutdown: CancellationToken) {
 }
 
 pub(crate) async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let config = db::config(url, &db::SessionSettings::default())?;
-    let (client, connection) = config.connect(tokio_postgres::NoTls).await.context("cannot connect to the database")?;
+    let target = db::config(url, &db::SessionSettings::default())?.role("cli");
+    let (client, connection) =
+        target.connect().await.map_err(|e| anyhow::anyhow!("cannot connect to {}: {}", target.describe(), db::error_chain(&e)))?;
     let handle = tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!("connection closed: {e}");
@@ -411,10 +412,16 @@ async fn registered_schedule(client: &tokio_postgres::Client, task: &str) -> any
     }
 }
 
-/// `DATABASE_URL`, or the private cluster (started if needed) with database `dbname`.
+/// `DATABASE_URL`; else libpq's `PG*` variables when they name a server (`PGHOST`,
+/// `PGHOSTADDR` or `PGDATABASE`); else the private cluster (started if needed) with
+/// database `dbname`.
 pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path, dbname: &str) -> anyhow::Result<String> {
     if let Some(url) = url.filter(|u| !u.is_empty()) {
         return Ok(url);
+    }
+    if ["PGHOST", "PGHOSTADDR", "PGDATABASE"].iter().any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty())) {
+        // An empty connection string: everything comes from the environment.
+        return Ok(String::new());
     }
     let pg_dir = data_dir.join("pg");
     let cluster = tokio::task::spawn_blocking(move || Cluster::ensure(&pg_dir, &Settings::default()))

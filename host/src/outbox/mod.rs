@@ -129,9 +129,10 @@ impl Dispatcher {
 
     /// Dispatch with `options.workers` workers until `shutdown`; rounds in flight finish
     /// first (each delivery is bounded by its sink's timeout). Workers borrow a
-    /// connection from the host's `pool` for one round at a time, so an idle dispatcher
-    /// holds none; `config` is for the LISTEN connection.
-    pub async fn run(self, pool: Pool, config: tokio_postgres::Config, shutdown: CancellationToken) {
+    /// connection from a pool of the dispatcher's own (so dispatching and the executor
+    /// never wait on each other's connections) for one round at a time: an idle
+    /// dispatcher holds none.
+    pub async fn run(self, target: crate::db::Target, shutdown: CancellationToken) {
         let this = Arc::new(self);
         let (wake_tx, wake) = watch::channel(0u64);
         // Kept until the end, so that without a listener `changed()` waits instead of
@@ -142,14 +143,17 @@ impl Dispatcher {
             // Nothing to deliver: one worker that only reports topics waiting for a sink.
             1
         } else {
-            let workers = this.options.workers.max(1);
-            // Room in the shared pool, so dispatching and the executor never wait on
-            // each other's connections.
-            pool.resize(pool.status().max_size + workers);
             if let Some(tx) = wake_tx.take() {
-                running.spawn(crate::wake::listen(config, crate::wake::OUTBOX, tx, shutdown.clone()));
+                running.spawn(crate::wake::listen(target.role("listen"), crate::wake::OUTBOX, tx, shutdown.clone()));
             }
-            workers
+            this.options.workers.max(1)
+        };
+        let pool = match crate::db::pool(&target.role("dispatcher"), workers) {
+            Ok(pool) => pool,
+            Err(e) => {
+                tracing::error!("the outbox dispatcher cannot start: {e}");
+                return;
+            }
         };
         for id in 0..workers {
             running.spawn(this.clone().work(id, pool.clone(), wake.clone(), shutdown.clone()));

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use almanac::cluster::{Cluster, Settings};
 use tokio_postgres::{Client, NoTls};
 
+pub mod certs;
 pub mod private;
 pub mod proxy;
 pub mod receiver;

@@ -15,12 +15,34 @@ pub struct PrivateCluster {
     pub cluster: Cluster,
     /// Listening on 127.0.0.1:`cluster.port` as well as on its unix socket.
     pub tcp: bool,
+    /// Appended to the TCP connection string (e.g. sslmode and the root certificate).
+    url_params: String,
     dir: Option<tempfile::TempDir>,
+}
+
+/// How a private cluster differs from the plain one.
+#[derive(Default)]
+pub struct Setup {
+    /// Listen on 127.0.0.1 as well.
+    pub tcp: bool,
+    /// More postgresql.conf settings.
+    pub settings: Vec<(String, String)>,
+    /// Files written into the data directory before the start (mode 0600).
+    pub files: Vec<(String, String)>,
+    /// pg_hba.conf, in place of initdb's.
+    pub hba: Option<String>,
+    /// Appended to the TCP connection string the host and `almanac migrate` use.
+    pub url_params: String,
 }
 
 impl PrivateCluster {
     /// initdb, start, create [`DB`] and `almanac migrate` it.
     pub async fn start(tcp: bool) -> PrivateCluster {
+        PrivateCluster::start_with(Setup { tcp, ..Setup::default() }).await
+    }
+
+    pub async fn start_with(setup: Setup) -> PrivateCluster {
+        let tcp = setup.tcp;
         let dir = tempfile::Builder::new().prefix("almanac-private-").tempdir().expect("temp dir");
         let mut cluster = Cluster::new(&dir.path().join("pg")).expect("cluster handle");
         let mut settings = Settings::default();
@@ -35,8 +57,20 @@ impl PrivateCluster {
             cluster.port = free_port();
             settings.extra.push(("listen_addresses".into(), "'127.0.0.1'".into()));
         }
+        settings.extra.extend(setup.settings);
         tokio::task::block_in_place(|| {
             cluster.init(&settings).expect("initdb");
+            for (name, text) in &setup.files {
+                let path = cluster.data_dir.join(name);
+                std::fs::write(&path, text).expect("write a server file");
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+                // The server runs as the postgres OS user when the tests run as root.
+                let _ = Command::new("chown").arg("--reference").arg(&cluster.data_dir).arg(&path).status();
+            }
+            if let Some(hba) = &setup.hba {
+                std::fs::write(cluster.data_dir.join("pg_hba.conf"), hba).expect("write pg_hba.conf");
+            }
             let mut tries = 0;
             // A port found free can be taken before the server binds it: take another.
             while let Err(e) = cluster.start() {
@@ -49,7 +83,7 @@ impl PrivateCluster {
                 std::fs::write(&conf, text).expect("postgresql.conf");
             }
         });
-        let private = PrivateCluster { cluster, tcp, dir: Some(dir) };
+        let private = PrivateCluster { cluster, tcp, url_params: setup.url_params, dir: Some(dir) };
         connect(&private.cluster.url("postgres"))
             .await
             .batch_execute(&format!("CREATE DATABASE {DB}"))
@@ -73,13 +107,13 @@ impl PrivateCluster {
 
     /// [`DB`] on 127.0.0.1:`port` (the server's own port, or a proxy's).
     pub fn tcp_url(&self, port: u16) -> String {
-        format!("host=127.0.0.1 port={port} user=postgres dbname={DB}")
+        format!("host=127.0.0.1 port={port} user=postgres dbname={DB} {}", self.url_params)
     }
 
-    /// A [`TestDb`] on [`DB`], connected directly (never through a proxy).
+    /// A [`TestDb`] on [`DB`]: the test's own client on the unix socket (never through
+    /// a proxy, never needing TLS); `url` is what hosts are given.
     pub async fn db(&self) -> TestDb {
-        let url = self.url();
-        TestDb { name: DB.into(), client: connect(&url).await, url }
+        TestDb { name: DB.into(), client: connect(&self.cluster.url(DB)).await, url: self.url() }
     }
 
     pub fn start_server(&self) {

@@ -8,7 +8,6 @@ use deadpool_postgres::Object;
 use futures_util::future::try_join;
 use futures_util::{pin_mut, TryStreamExt};
 use postgres_types::ToSql;
-use tokio_postgres::NoTls;
 
 use super::value;
 use super::Policy;
@@ -84,6 +83,8 @@ pub struct Session {
     /// Bytes of rows one query may return: the plugin's memory cap, since a larger
     /// result could never be handed to it anyway.
     result_budget: usize,
+    /// How a cancel request reaches the server.
+    cancel_tls: crate::db::Tls,
     ending: Ending,
 }
 
@@ -110,8 +111,9 @@ impl Session {
         policy: Arc<Policy>,
         role: Option<Arc<crate::access::Role>>,
         result_budget: usize,
+        cancel_tls: crate::db::Tls,
     ) -> Self {
-        Session { task, conn, deadline, policy, role, result_budget, ending: Ending::default() }
+        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default() }
     }
 
     /// How the call went so far.
@@ -277,7 +279,7 @@ impl Session {
     /// call, as a late cancel could land on a later statement.
     async fn send_cancel(&mut self, conn: &Object) {
         self.ending.cancel_sent = true;
-        let _ = conn.cancel_token().cancel_query(NoTls).await;
+        let _ = conn.cancel_token().cancel_query(self.cancel_tls.clone()).await;
     }
 
     /// Cancel what runs on `conn` and wait (briefly) for `work` to end.

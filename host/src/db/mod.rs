@@ -1,15 +1,19 @@
-//! Connections: the pool every component shares, the session settings that bound a
-//! stuck transaction, and waiting for a database that is not up yet.
-use std::str::FromStr;
+//! Connections: where to connect (`target`, read by libpq's rules in `conninfo`), the
+//! pool every component shares, the session settings that bound a stuck transaction,
+//! and waiting for a database that is not up yet.
+pub mod conninfo;
+mod target;
+
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
+
+pub use target::{plain, SslMode, Target, Tls};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("invalid DATABASE_URL: {0}")]
+    #[error("invalid connection settings (DATABASE_URL or PG* variables): {0}")]
     InvalidUrl(String),
     #[error("cannot build the connection pool: {0}")]
     Pool(String),
@@ -36,10 +40,10 @@ impl Default for SessionSettings {
     }
 }
 
-/// Parse `url` (a `postgres://` URL or `key=value` pairs) and apply the host's session
-/// settings to it.
-pub fn config(url: &str, settings: &SessionSettings) -> Result<tokio_postgres::Config, DbError> {
-    let mut config = tokio_postgres::Config::from_str(url).map_err(|e| DbError::InvalidUrl(error_chain(&e)))?;
+/// `url` (a `postgres://` URL, `key=value` pairs, or empty for the `PG*` environment)
+/// with the host's session settings.
+pub fn config(url: &str, settings: &SessionSettings) -> Result<Target, DbError> {
+    let mut target = Target::new(url)?;
     // client_connection_check_interval makes the server notice a host that died while
     // its statement runs (e.g. in pg_sleep), so the job's row lock is released promptly.
     let ours = format!(
@@ -47,20 +51,19 @@ pub fn config(url: &str, settings: &SessionSettings) -> Result<tokio_postgres::C
         settings.statement_timeout.as_millis(),
         settings.idle_in_transaction_timeout.as_millis()
     );
-    let options = match config.get_options() {
+    let options = match target.config.get_options() {
         Some(theirs) if !theirs.is_empty() => format!("{theirs} {ours}"),
         _ => ours,
     };
-    config.options(options);
-    if config.get_application_name().is_none() {
-        config.application_name("almanac");
+    target.config.options(options);
+    if target.config.get_connect_timeout().is_none() {
+        target.config.connect_timeout(Duration::from_secs(10));
     }
-    config.connect_timeout(Duration::from_secs(10));
-    Ok(config)
+    Ok(target)
 }
 
-pub fn pool(config: tokio_postgres::Config, size: usize) -> Result<Pool, DbError> {
-    let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+pub fn pool(target: &Target, size: usize) -> Result<Pool, DbError> {
+    let manager = Manager::from_config(target.config.clone(), target.tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(size)
         .runtime(Runtime::Tokio1)
@@ -106,8 +109,8 @@ pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-/// An error and its causes on one line.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error and its causes on one line, with a TLS certificate problem named in words.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(cause) = source {
@@ -117,6 +120,9 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
             out.push_str(&text);
         }
         source = cause.source();
+    }
+    if let Some(tls) = crate::tls::cause(e) {
+        out.push_str(&format!(" ({tls})"));
     }
     out
 }
