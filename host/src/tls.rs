@@ -141,12 +141,7 @@ fn current_uid() -> u32 {
 
 /// Why a TLS handshake failed, in words, if the cause is a certificate's.
 pub fn cause(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let rustls_error = std::iter::successors(Some(error), |e| e.source()).find_map(|e| {
-        e.downcast_ref::<rustls::Error>().cloned().or_else(|| {
-            let io = e.downcast_ref::<std::io::Error>()?;
-            io.get_ref()?.downcast_ref::<rustls::Error>().cloned()
-        })
-    })?;
+    let rustls_error = std::iter::successors(Some(error), |e| e.source()).find_map(rustls_error)?;
     let rustls::Error::InvalidCertificate(certificate) = &rustls_error else {
         return Some(format!("TLS: {rustls_error}"));
     };
@@ -157,9 +152,20 @@ pub fn cause(error: &(dyn std::error::Error + 'static)) -> Option<String> {
         CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. } => {
             format!("the server's certificate does not match the host name ({certificate})")
         }
+        CertificateError::BadSignature => "the server's certificate is not signed by the trusted CA (bad signature)".into(),
         CertificateError::Revoked => "the server's certificate is revoked".into(),
         other => format!("the server's certificate is not acceptable: {other}"),
     })
+}
+
+/// The rustls error `e` is or wraps: an io error hides the error it wraps from the
+/// `source()` chain (its `source()` is the inner error's source, not the inner error).
+fn rustls_error(e: &(dyn std::error::Error + 'static)) -> Option<rustls::Error> {
+    if let Some(found) = e.downcast_ref::<rustls::Error>() {
+        return Some(found.clone());
+    }
+    let inner = e.downcast_ref::<std::io::Error>()?.get_ref()?;
+    rustls_error(inner)
 }
 
 /// Accepts any certificate (the handshake's signatures are still checked).

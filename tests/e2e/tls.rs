@@ -132,3 +132,42 @@ async fn require_against_a_server_without_tls_is_refused_and_prefer_falls_back()
     let (code, _, err) = almanac(&format!("{url} sslmode=prefer"), &["status"]);
     assert_eq!(code, 0, "prefer takes plaintext from a server without TLS: {err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_https_receiver_with_a_private_ca_gets_every_message_once_keyed() {
+    use crate::support::receiver::{answer, Receiver};
+    let files = tempfile::tempdir().unwrap();
+    let ca = Ca::new("Receiver's private CA");
+    let pair = ca.server(&["localhost"]);
+    let receiver = Receiver::start_https(std::sync::Arc::new(|_| answer(200, "ok")), &pair.cert, &pair.key).await;
+    let ca_file = certs::write(files.path(), "receiver-ca.pem", &ca.pem(), 0o644);
+    let config = certs::write(
+        files.path(),
+        "almanac.toml",
+        &format!(
+            "[tasks.points-notify]\npaused = true\n\n[outbox.topics.points-awarded]\nsink = \"webhook\"\nurl = \"{}\"\nca_file = \"{}\"\n",
+            receiver.url(),
+            ca_file.display()
+        ),
+        0o644,
+    );
+    let db = crate::support::TestDb::new().await;
+    db.accounts(5).await;
+    db.enqueue("points-notify", "2026-03-07T16:00:00Z", &["1", "2", "3", "4", "5"]).await;
+    let plugins = plugin_dir(&["points_notify"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--config", config.to_str().unwrap(), "--outbox-poll-interval", "50ms"]);
+    db.wait_count("SELECT count(*) FROM almanac.outbox WHERE status = 'delivered'", 5, Duration::from_secs(60)).await;
+    let mut keys: Vec<String> = receiver.requests().into_iter().filter_map(|r| r.idempotency_key).collect();
+    keys.sort();
+    keys.dedup();
+    let expected: Vec<String> = db
+        .client
+        .query("SELECT topic || '/' || key FROM almanac.outbox ORDER BY 1", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(keys, expected, "one Idempotency-Key per message, over https");
+    host.stop().await;
+}

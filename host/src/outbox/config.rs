@@ -3,8 +3,9 @@
 //! ```toml
 //! [outbox.topics.points-awarded]
 //! sink = "webhook"                          # webhook | log
-//! url = "http://127.0.0.1:8080/hook"        # webhook only; plain http (no TLS in this build)
+//! url = "https://hooks.example.com/points"  # webhook only; http or https
 //! timeout = "5s"                            # webhook only: per request; default 10s
+//! ca_file = "/etc/almanac/private-ca.pem"   # webhook only: a private CA to trust as well
 //! max_attempts = 10                         # attempts before a message is dead; default 10
 //!
 //! [outbox.topics.audit]
@@ -16,6 +17,7 @@
 //! file and line.
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -40,14 +42,16 @@ struct TopicFile {
     sink: Spanned<String>,
     url: Option<Spanned<String>>,
     timeout: Option<Spanned<String>>,
+    ca_file: Option<Spanned<String>>,
     max_attempts: Option<Spanned<u32>>,
 }
 
 /// Where a topic's messages go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SinkSpec {
-    /// HTTP POST to `url`, each request bounded by `timeout`.
-    Webhook { url: String, timeout: Duration },
+    /// HTTP POST to `url`, each request bounded by `timeout`; an https receiver is
+    /// checked against the Mozilla and OS roots and `ca_file`'s certificates.
+    Webhook { url: String, timeout: Duration, ca_file: Option<PathBuf> },
     /// The host's log.
     Log,
 }
@@ -91,11 +95,20 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
                     },
                     None => DEFAULT_TIMEOUT,
                 };
-                SinkSpec::Webhook { url: url.get_ref().clone(), timeout }
+                // A CA file that cannot be read stops the start, naming the line.
+                let ca_file = match &t.ca_file {
+                    Some(file) => {
+                        let path = PathBuf::from(file.get_ref());
+                        crate::tls::roots_from(&path, "CA file").map_err(|e| (file.span(), format!("outbox topic {topic:?}: ca_file: {e}")))?;
+                        Some(path)
+                    }
+                    None => None,
+                };
+                SinkSpec::Webhook { url: url.get_ref().clone(), timeout, ca_file }
             }
             "log" => {
-                if let Some(extra) = t.url.as_ref().map(Spanned::span).or(t.timeout.as_ref().map(Spanned::span)) {
-                    return Err((extra, format!("outbox topic {topic:?}: url and timeout are settings of sink = \"webhook\", not of sink = \"log\"")));
+                if let Some(extra) = [&t.url, &t.timeout, &t.ca_file].into_iter().flatten().map(Spanned::span).next() {
+                    return Err((extra, format!("outbox topic {topic:?}: url, timeout and ca_file are settings of sink = \"webhook\", not of sink = \"log\"")));
                 }
                 SinkSpec::Log
             }
@@ -106,14 +119,13 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
     Ok(topics)
 }
 
-/// An absolute `http://` URL. https needs TLS, which this build leaves out to stay small.
+/// An absolute `http://` or `https://` URL.
 fn check_url(url: &str) -> Result<(), String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| e.to_string())?;
     match parsed.scheme() {
-        "http" if parsed.host_str().is_some() => Ok(()),
-        "http" => Err("no host".into()),
-        "https" => Err("https is not supported: this build has no TLS (put a TLS-terminating proxy in front, or use http)".into()),
-        other => Err(format!("unsupported scheme {other:?}; expected http")),
+        "http" | "https" if parsed.host_str().is_some() => Ok(()),
+        "http" | "https" => Err("no host".into()),
+        other => Err(format!("unsupported scheme {other:?}; expected http or https")),
     }
 }
 
@@ -130,13 +142,15 @@ mod tests {
     #[test]
     fn topics_are_checked_with_their_line() {
         let ok = parse("[outbox.topics.points-awarded]\nsink = \"webhook\"\nurl = \"http://127.0.0.1:8080/hook\"\ntimeout = \"5s\"\n\n[outbox.topics.audit]\nsink = \"log\"\nmax_attempts = 3\n").unwrap();
-        assert_eq!(ok["points-awarded"], TopicSpec { sink: SinkSpec::Webhook { url: "http://127.0.0.1:8080/hook".into(), timeout: Duration::from_secs(5) }, max_attempts: 10 });
+        assert_eq!(ok["points-awarded"], TopicSpec { sink: SinkSpec::Webhook { url: "http://127.0.0.1:8080/hook".into(), timeout: Duration::from_secs(5), ca_file: None }, max_attempts: 10 });
         assert_eq!(ok["audit"], TopicSpec { sink: SinkSpec::Log, max_attempts: 3 });
 
         let e = parse("[outbox.topics.t]\nsink = \"kafka\"\n").unwrap_err();
         assert_eq!(e, "almanac.toml:2: outbox topic \"t\": unknown sink \"kafka\" (expected webhook or log)");
-        let e = parse("[tasks]\n\n[outbox.topics.t]\nsink = \"webhook\"\nurl = \"https://example.invalid/\"\n").unwrap_err();
-        assert!(e.starts_with("almanac.toml:5: ") && e.contains("no TLS"), "{e}");
+        let e = parse("[tasks]\n\n[outbox.topics.t]\nsink = \"webhook\"\nurl = \"ftp://example.invalid/\"\n").unwrap_err();
+        assert!(e.starts_with("almanac.toml:5: ") && e.contains("expected http or https"), "{e}");
+        let e = parse("[outbox.topics.t]\nsink = \"webhook\"\nurl = \"https://example.invalid/\"\nca_file = \"/nonexistent/ca.pem\"\n").unwrap_err();
+        assert!(e.starts_with("almanac.toml:4: ") && e.contains("/nonexistent/ca.pem"), "{e}");
         let e = parse("[outbox.topics.t]\nsink = \"webhook\"\n").unwrap_err();
         assert!(e.contains("needs a url"), "{e}");
         let e = parse("[outbox.topics.t]\nsink = \"log\"\nmax_attempts = 0\n").unwrap_err();

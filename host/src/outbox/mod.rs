@@ -298,7 +298,7 @@ impl Dispatcher {
 /// Build the sink a topic is configured with.
 fn build(spec: &config::SinkSpec) -> Result<Arc<dyn Sink>, DispatchError> {
     Ok(match spec {
-        config::SinkSpec::Webhook { url, timeout } => Arc::new(webhook::Webhook::new(url, *timeout)?),
+        config::SinkSpec::Webhook { url, timeout, ca_file } => Arc::new(webhook::Webhook::new(url, *timeout, ca_file.as_deref())?),
         config::SinkSpec::Log => Arc::new(sink::LogSink),
     })
 }
@@ -323,7 +323,7 @@ mod tests {
     async fn a_webhook_nobody_listens_on_is_a_retryable_failure() {
         // Bind and drop a listener to get a port that refuses connections.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let hook = webhook::Webhook::new(&format!("http://127.0.0.1:{port}/hook"), Duration::from_secs(2)).unwrap();
+        let hook = webhook::Webhook::new(&format!("http://127.0.0.1:{port}/hook"), Duration::from_secs(2), None).unwrap();
         let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: vec![], content_type: "text/plain".into(), attempt: 1 };
         let e = hook.deliver(&m).await.unwrap_err();
         assert!(e.retryable && e.status.is_none(), "{e:?}");

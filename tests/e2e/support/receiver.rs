@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::future::BoxFuture;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 
 /// One request as the receiver read it, and what it answered.
 #[derive(Debug, Clone)]
@@ -26,12 +26,33 @@ pub type Policy = Arc<dyn Fn(usize) -> BoxFuture<'static, Option<(u16, String)>>
 /// A minimal HTTP/1.1 server: one request per connection, `Connection: close`.
 pub struct Receiver {
     addr: SocketAddr,
+    https: bool,
     log: Arc<Mutex<Vec<Received>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Receiver {
     pub async fn start(policy: Policy) -> Receiver {
+        Receiver::start_with(policy, None).await
+    }
+
+    /// Over TLS, presenting `cert` (PEM, the leaf first) with `key`; its URL names
+    /// `localhost`.
+    pub async fn start_https(policy: Policy, cert: &str, key: &str) -> Receiver {
+        use rustls::pki_types::pem::PemObject;
+        let chain = rustls::pki_types::CertificateDer::pem_slice_iter(cert.as_bytes()).collect::<Result<Vec<_>, _>>().expect("cert");
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes()).expect("key");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .expect("server config");
+        Receiver::start_with(policy, Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))).await
+    }
+
+    async fn start_with(policy: Policy, tls: Option<tokio_rustls::TlsAcceptor>) -> Receiver {
+        let https = tls.is_some();
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the receiver");
         let addr = listener.local_addr().unwrap();
         let log: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -40,16 +61,29 @@ impl Receiver {
             let log = log.clone();
             tokio::spawn(async move {
                 while let Ok((stream, _)) = listener.accept().await {
-                    let (log, seen, policy) = (log.clone(), seen.clone(), policy.clone());
-                    tokio::spawn(async move { serve(stream, log, seen, policy).await });
+                    let (log, seen, policy, tls) = (log.clone(), seen.clone(), policy.clone(), tls.clone());
+                    tokio::spawn(async move {
+                        match tls {
+                            // A failed handshake (the client refused the certificate) is no request.
+                            Some(tls) => {
+                                if let Ok(stream) = tls.accept(stream).await {
+                                    serve(stream, log, seen, policy).await
+                                }
+                            }
+                            None => serve(stream, log, seen, policy).await,
+                        }
+                    });
                 }
             })
         };
-        Receiver { addr, log, task }
+        Receiver { addr, https, log, task }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}/hook", self.addr)
+        match self.https {
+            true => format!("https://localhost:{}/hook", self.addr.port()),
+            false => format!("http://{}/hook", self.addr),
+        }
     }
 
     pub fn requests(&self) -> Vec<Received> {
@@ -63,7 +97,7 @@ impl Drop for Receiver {
     }
 }
 
-async fn serve(mut stream: TcpStream, log: Arc<Mutex<Vec<Received>>>, seen: Arc<AtomicUsize>, policy: Policy) {
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, log: Arc<Mutex<Vec<Received>>>, seen: Arc<AtomicUsize>, policy: Policy) {
     let Some(request) = read_request(&mut stream).await else { return };
     let index = {
         let mut log = log.lock().unwrap();
@@ -79,7 +113,7 @@ async fn serve(mut stream: TcpStream, log: Arc<Mutex<Vec<Received>>>, seen: Arc<
     let _ = stream.shutdown().await;
 }
 
-async fn read_request(stream: &mut TcpStream) -> Option<Received> {
+async fn read_request<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) -> Option<Received> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let head_end = loop {
