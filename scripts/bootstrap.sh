@@ -2,7 +2,8 @@
 # Installs what a fresh machine lacks: the wasm32-wasip2 target, libclang (the pg_query
 # crate generates its libpg_query bindings with bindgen at build time) and the PostgreSQL
 # server binaries (only when no DATABASE_URL is given and none are installed); with
-# --need-browser, Debian's chromium for the dashboard's browser test.
+# --need-browser, Debian's chromium for the dashboard's browser test; with
+# --need-pgbouncer, Debian's pgbouncer for the connection-pooler test.
 set -euo pipefail
 sudo_cmd=""
 [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
@@ -24,11 +25,12 @@ have_server() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
     command -v initdb >/dev/null 2>&1
 }
-need_server=false need_browser=false
+need_server=false need_browser=false need_pgbouncer=false
 for arg in "$@"; do
     case "$arg" in
         --need-server) need_server=true ;;
         --need-browser) need_browser=true ;;
+        --need-pgbouncer) need_pgbouncer=true ;;
     esac
 done
 if [ -z "${DATABASE_URL:-}" ] || $need_server; then
@@ -40,4 +42,8 @@ fi
 if $need_browser && ! command -v chromium >/dev/null 2>&1; then
     echo "bootstrap: installing Chromium (Debian package chromium), which the dashboard's browser test drives" >&2
     apt_install chromium
+fi
+if $need_pgbouncer && ! [ -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then
+    echo "bootstrap: installing PgBouncer (Debian package pgbouncer), which the connection-pooler test runs" >&2
+    apt_install pgbouncer
 fi

@@ -9,6 +9,7 @@
 use tokio_postgres::{GenericClient, Transaction};
 
 use crate::db::quote_ident;
+use crate::db::Sql;
 
 /// The host's own view of its connection role.
 const WHO_AM_I: &str = "SELECT current_user::text, rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user";
@@ -137,8 +138,8 @@ pub struct HostRole {
 }
 
 /// Look at the host's own role and say loudly if it is more than it needs to be.
-pub async fn check_host_role(client: &impl GenericClient) -> Result<HostRole, tokio_postgres::Error> {
-    let row = client.query_one(WHO_AM_I, &[]).await?;
+pub async fn check_host_role(client: &(impl GenericClient + Sql)) -> Result<HostRole, tokio_postgres::Error> {
+    let row = client.one(WHO_AM_I, &[]).await?;
     let role = HostRole { name: row.get(0), superuser: row.get(1), create_role: row.get(2) };
     if role.superuser {
         tracing::warn!(
@@ -156,12 +157,12 @@ pub async fn check_host_role(client: &impl GenericClient) -> Result<HostRole, to
 /// Create the role if it is missing and make the host a member, so it can `SET ROLE`.
 /// Roles are shared by every database of the cluster, so another host may be doing the
 /// same right now: a lost race is retried, not reported.
-pub async fn ensure_role(client: &impl GenericClient, role: &str) -> Result<(), AccessError> {
+pub async fn ensure_role(client: &(impl GenericClient + Sql), role: &str) -> Result<(), AccessError> {
     let mut attempt = 0;
     loop {
         attempt += 1;
         let outcome = async {
-            match client.query_opt(ROLE_EXISTS, &[&role]).await?.map(|row| row.get::<_, bool>(0)) {
+            match client.opt(ROLE_EXISTS, &[&role]).await?.map(|row| row.get::<_, bool>(0)) {
                 Some(true) => Ok(()),
                 Some(false) => client.batch_execute(&format!("GRANT {} TO CURRENT_USER", quote_ident(role))).await,
                 None => {
@@ -211,16 +212,16 @@ pub async fn run_setup(tx: &Transaction<'_>, role: &str, writable: &[String], st
 /// Make `role`'s privileges in this database exactly `tables`, inside `tx`.
 pub async fn grant(tx: &Transaction<'_>, role: &str, tables: &[TableGrant]) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
-    for row in tx.query(HELD_TABLES, &[&role]).await? {
+    for row in tx.rows(HELD_TABLES, &[&role]).await? {
         let table: String = row.get(0);
         tx.batch_execute(&format!("REVOKE ALL ON TABLE {table} FROM {grantee}")).await?;
     }
-    for row in tx.query(HELD_SCHEMAS, &[&role]).await? {
+    for row in tx.rows(HELD_SCHEMAS, &[&role]).await? {
         let schema: String = row.get(0);
         tx.batch_execute(&format!("REVOKE ALL ON SCHEMA {schema} FROM {grantee}")).await?;
     }
     for table in tables {
-        let Some(row) = tx.query_opt(RESOLVE_TABLE, &[&table.name, &role]).await? else {
+        let Some(row) = tx.opt(RESOLVE_TABLE, &[&table.name, &role]).await? else {
             return Err(AccessError::MissingTable { table: table.name.clone() });
         };
         let (resolved, schema, owned): (String, String, bool) = (row.get(0), row.get(1), row.get(2));
@@ -238,7 +239,7 @@ pub async fn grant(tx: &Transaction<'_>, role: &str, tables: &[TableGrant]) -> R
         let privileges = if owned { "ALL" } else { table.privileges() };
         let mut grants = format!("GRANT USAGE ON SCHEMA {} TO {grantee}; GRANT {privileges} ON TABLE {resolved} TO {grantee};", quote_ident(&schema));
         if table.write {
-            for row in tx.query(OWNED_SEQUENCES, &[&table.name]).await? {
+            for row in tx.rows(OWNED_SEQUENCES, &[&table.name]).await? {
                 let sequence: String = row.get(0);
                 grants.push_str(&format!(" GRANT USAGE ON SEQUENCE {sequence} TO {grantee};"));
             }

@@ -18,6 +18,7 @@ use crate::capability::db::Policy;
 use crate::config::{Config, ConfigError, TaskSettings};
 use crate::metrics::Metrics;
 use crate::{access, scheduler};
+use crate::db::Sql;
 
 /// How long the folder must be quiet before it is read: a file being copied in sends
 /// several events, and reading it half written would refuse it for nothing.
@@ -261,12 +262,12 @@ async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: 
     let client: &tokio_postgres::Client = conn;
     access::ensure_role(client, &spec.role).await?;
     let tx = conn.transaction().await?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
+    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
     if !spec.setup.is_empty() {
         access::run_setup(&tx, &spec.role, &writable, &spec.setup).await?;
     }
     access::grant(&tx, &spec.role, &spec.tables).await?;
-    tx.execute(
+    tx.exec(
         "INSERT INTO almanac.plugins (name, digest, version) VALUES ($1, $2, $3)
          ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, loaded_at = now()",
         &[&plugin.name(), &plugin.digest, &spec.version],

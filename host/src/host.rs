@@ -34,6 +34,9 @@ pub struct Options {
     pub watch: bool,
     /// Where the host counts what it does (exported by `--listen`).
     pub metrics: Arc<Metrics>,
+    /// A connection string straight to PostgreSQL, when the main one leads through a
+    /// transaction-pooling pooler: what needs a session (LISTEN, migrations) uses it.
+    pub direct_url: Option<String>,
 }
 
 impl Options {
@@ -52,6 +55,7 @@ impl Options {
             shutdown_grace: Duration::from_secs(30),
             watch: false,
             metrics: Arc::default(),
+            direct_url: None,
         }
     }
 }
@@ -61,6 +65,8 @@ pub struct Host {
     /// The plugins loaded now (swapped on reload).
     pub loaded: Arc<Loaded>,
     target: crate::db::Target,
+    /// Where LISTEN connects: the database itself, never a transaction pooler.
+    listen: Option<crate::db::Target>,
     options: Options,
     dispatcher: outbox::Dispatcher,
     folder: Folder,
@@ -75,12 +81,36 @@ impl Host {
         // folder watch (the outbox dispatcher has a pool of its own).
         let pool = crate::db::pool(&target.role("worker"), options.executor.workers + 5)?;
         let mut conn = crate::db::connect(&pool, shutdown).await?;
+        let direct = options.direct_url.as_deref().map(|url| crate::db::config(url, &options.session)).transpose()?;
+        let session = match crate::db::pooled() {
+            false => Some(target.clone()),
+            true => direct.clone(),
+        };
         if options.migrate {
-            let applied = migrate::run(&mut conn).await?;
+            // Migrating holds a session's advisory lock: never through a transaction pooler.
+            let applied = match &session {
+                Some(session) if crate::db::pooled() => {
+                    let (mut client, connection) = session.role("migrate").connect().await?;
+                    tokio::spawn(connection);
+                    migrate::run(&mut client).await?
+                }
+                Some(_) => migrate::run(&mut conn).await?,
+                None => {
+                    migrate::check_current(&**conn).await?;
+                    Vec::new()
+                }
+            };
             if !applied.is_empty() {
                 tracing::info!(?applied, "migrations applied");
             }
         }
+        if crate::db::pooled() {
+            crate::db::check_pooled_settings(&**conn).await?;
+            if session.is_none() {
+                tracing::info!("through a pooler without --direct-url: no LISTEN wake-ups; idle workers poll every --poll-interval");
+            }
+        }
+        let listen = session.map(|s| s.role("listen"));
         access::check_host_role(&**conn).await?;
         let runtime = Runtime::new(options.limits.clone(), options.cache_dir.clone(), target.tls.clone())?;
         // A configuration mistake stops the start: running with a setting silently
@@ -111,7 +141,7 @@ impl Host {
         if loaded.load().is_empty() {
             tracing::warn!(dir = %options.plugins_dir.display(), "no plugins loaded");
         }
-        Ok(Host { pool, loaded, target, options, dispatcher, folder })
+        Ok(Host { pool, loaded, target, listen, options, dispatcher, folder })
     }
 
     /// Where the host connects (for a pool of the listener's own).
@@ -154,7 +184,15 @@ impl Host {
     pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let (wake_tx, wake_rx) = watch::channel(0u64);
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(crate::wake::listen(self.target.role("listen"), crate::wake::JOBS, wake_tx, shutdown.clone()));
+        // Without a listener the sender stays alive (idle workers then wait out their
+        // poll interval instead of spinning on a closed channel).
+        let _wake_tx = match &self.listen {
+            Some(listen) => {
+                tasks.spawn(crate::wake::listen(listen.clone(), crate::wake::JOBS, wake_tx, shutdown.clone()));
+                None
+            }
+            None => Some(wake_tx),
+        };
         tasks.spawn(scheduler::run(self.pool.clone(), self.loaded.clone(), self.options.scheduler.clone(), shutdown.clone()));
         tasks.spawn(executor::run(
             self.pool.clone(),
@@ -167,7 +205,7 @@ impl Host {
         if self.options.watch {
             tasks.spawn(self.folder.watch(self.pool.clone(), shutdown.clone()));
         }
-        tasks.spawn(self.dispatcher.run(self.target.clone(), shutdown.clone()));
+        tasks.spawn(self.dispatcher.run(self.target.clone(), self.listen.clone(), shutdown.clone()));
         shutdown.cancelled().await;
         tracing::info!(grace = ?self.options.shutdown_grace, "shutting down: finishing in-flight work");
         let drained = tokio::time::timeout(self.options.shutdown_grace, async { while tasks.join_next().await.is_some() {} }).await;

@@ -13,6 +13,11 @@ pub enum MigrateError {
     Database(#[from] tokio_postgres::Error),
     #[error("migration failed: {0}")]
     Refinery(#[from] refinery::Error),
+    #[error(
+        "the database is at migration {at}, this Almanac needs {needs}; migrating needs a session, which a transaction pooler does not give: \
+         give --direct-url (or run `almanac migrate` with DATABASE_URL pointing at PostgreSQL itself)"
+    )]
+    Pending { at: i64, needs: i64 },
 }
 
 /// Apply every pending migration; returns the names of those applied. Refuses a
@@ -22,6 +27,21 @@ pub async fn run(client: &mut tokio_postgres::Client) -> Result<Vec<String>, Mig
     let result = apply(client).await;
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
     result
+}
+
+/// Through a pooler without a direct connection: refuse to run on a database whose
+/// schema is behind this binary's migrations.
+pub async fn check_current(client: &impl crate::db::Sql) -> Result<(), MigrateError> {
+    let needs = embedded::migrations::runner().get_migrations().iter().map(|m| i64::from(m.version())).max().unwrap_or(0);
+    let at: i64 = client
+        .one("SELECT coalesce((SELECT max(version)::bigint FROM almanac.schema_history WHERE to_regclass('almanac.schema_history') IS NOT NULL), 0)", &[])
+        .await
+        .map(|row| row.get(0))
+        .unwrap_or(0);
+    if at < needs {
+        return Err(MigrateError::Pending { at, needs });
+    }
+    Ok(())
 }
 
 async fn apply(client: &mut tokio_postgres::Client) -> Result<Vec<String>, MigrateError> {

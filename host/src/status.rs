@@ -3,6 +3,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::calendar::Schedule;
+use crate::db::Sql;
 
 const STATUS: &str = include_str!("status.sql");
 
@@ -31,7 +32,7 @@ pub struct TaskStatus {
 }
 
 pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, tokio_postgres::Error> {
-    let rows = client.query(STATUS, &[]).await?;
+    let rows = client.rows(STATUS, &[]).await?;
     let running = crate::executor::operate::running(client).await?;
     let outbox = crate::outbox::operate::counts(client).await?;
     Ok(rows

@@ -11,6 +11,7 @@ mod hardening;
 mod operate;
 mod outbox;
 mod observe;
+mod pooler;
 mod privilege;
 mod reload;
 mod scheduler;

@@ -19,10 +19,19 @@ use almanac::{db, executor, host, plugin, scheduler, status};
 #[derive(Parser)]
 #[command(name = "almanac", version, about = "Calendar jobs on PostgreSQL, exactly once in effect")]
 struct Cli {
-    /// PostgreSQL connection string (URL or key=value). When unset, Almanac starts a
-    /// private cluster under --data-dir with the system's PostgreSQL binaries.
+    /// PostgreSQL connection string (URL or key=value, as libpq takes them). When unset,
+    /// libpq's PGHOST/PGDATABASE/... variables if they name a server, else a private
+    /// cluster under --data-dir with the system's PostgreSQL binaries.
     #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
     database_url: Option<String>,
+    /// DATABASE_URL leads to a connection pooler in transaction mode (PgBouncer and the
+    /// like): no statement is kept prepared and no session setting is made.
+    #[arg(long, env = "ALMANAC_POOLER", global = true)]
+    pooler: bool,
+    /// With --pooler: a connection string straight to PostgreSQL, for what needs a
+    /// session (LISTEN wake-ups, migrations). Without it, idle hosts poll.
+    #[arg(long, env = "ALMANAC_DIRECT_URL", global = true, hide_env_values = true)]
+    direct_url: Option<String>,
     /// Where the private cluster and the compiled-plugin cache live.
     #[arg(long, default_value = ".almanac", global = true)]
     data_dir: PathBuf,
@@ -220,6 +229,7 @@ impl RunArgs {
             shutdown_grace: self.shutdown_grace,
             watch: !self.no_watch,
             metrics: Default::default(),
+            direct_url: None,
         }
     }
 }
@@ -274,17 +284,26 @@ fn init_logging(format: LogFormat, quiet: bool) {
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let shutdown = CancellationToken::new();
     spawn_signal_handler(shutdown.clone());
+    db::set_pooled(cli.pooler);
     // Most commands work on database `almanac` (of DATABASE_URL, or the private cluster).
     let almanac_db = || database_url(cli.database_url.clone(), &cli.data_dir, "almanac");
     match cli.command {
         Command::Migrate => {
-            let url = almanac_db().await?;
+            // Migrating holds a session's advisory lock: never through a transaction pooler.
+            let url = match (cli.pooler, &cli.direct_url) {
+                (false, _) => almanac_db().await?,
+                (true, Some(direct)) => direct.clone(),
+                (true, None) => anyhow::bail!(
+                    "almanac migrate needs a session, which a transaction pooler does not give: give --direct-url, or run it without --pooler against PostgreSQL itself"
+                ),
+            };
             let (mut client, _conn) = connect_once(&url).await?;
             let applied = almanac::migrate::run(&mut client).await?;
             println!("{} migration(s) applied", applied.len());
         }
         Command::Run(args) => {
-            let options = args.host_options(&cli.data_dir);
+            let mut options = args.host_options(&cli.data_dir);
+            options.direct_url = cli.direct_url.clone();
             let observed = almanac::http::Observed::new(options.metrics.clone());
             if let Some(addr) = args.listen {
                 almanac::http::bind(addr, observed.clone(), shutdown.clone()).await?;

@@ -10,6 +10,7 @@ use tokio_postgres::Client;
 
 use crate::plugin::Registry;
 use crate::status::TaskStatus;
+use crate::db::Sql;
 
 const FAILURES: &str = include_str!("failures.sql");
 const TOPICS: &str = include_str!("topics.sql");
@@ -75,8 +76,8 @@ pub struct LoadedPlugin {
 pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, tokio_postgres::Error> {
     let (statuses, failures, topics, dead_messages) = futures_util::future::try_join4(
         crate::status::report(client),
-        client.query(FAILURES, &[&FAILURES_SHOWN]),
-        client.query(TOPICS, &[]),
+        client.rows(FAILURES, &[&FAILURES_SHOWN]),
+        client.rows(TOPICS, &[]),
         crate::outbox::operate::list(client, Some("dead"), None, DEAD_SHOWN),
     )
     .await?;

@@ -2,6 +2,7 @@
 //! pool every component shares, the session settings that bound a stuck transaction,
 //! and waiting for a database that is not up yet.
 pub mod conninfo;
+mod sql;
 mod target;
 
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_util::sync::CancellationToken;
 
+pub use sql::{pooled, set_pooled, Param, Prepared, Sql, Typed};
 pub use target::{plain, SslMode, Target, Tls};
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,14 @@ impl Default for SessionSettings {
 /// with the host's session settings.
 pub fn config(url: &str, settings: &SessionSettings) -> Result<Target, DbError> {
     let mut target = Target::new(url)?;
+    if pooled() {
+        // A transaction pooler refuses (or would share) session settings: they are the
+        // role's or the server's there (see check_pooled_settings).
+        if target.config.get_connect_timeout().is_none() {
+            target.config.connect_timeout(Duration::from_secs(10));
+        }
+        return Ok(target);
+    }
     // client_connection_check_interval makes the server notice a host that died while
     // its statement runs (e.g. in pg_sleep), so the job's row lock is released promptly.
     let ours = format!(
@@ -71,6 +81,27 @@ pub fn pool(target: &Target, size: usize) -> Result<Pool, DbError> {
         .wait_timeout(Some(Duration::from_secs(60)))
         .build()
         .map_err(|e| DbError::Pool(e.to_string()))
+}
+
+/// Through a transaction pooler the host cannot set its session settings; say once at
+/// start which bounds the server does not give, and how to give them.
+pub async fn check_pooled_settings(client: &impl Sql) -> Result<(), tokio_postgres::Error> {
+    let row = client
+        .one("SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('statement_timeout'), current_user::text", &[])
+        .await?;
+    let (idle, statement, user): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+    for (name, value, why) in [
+        ("idle_in_transaction_session_timeout", idle, "a frozen host keeps its jobs' row locks"),
+        ("statement_timeout", statement, "a stuck statement is not ended by the server"),
+    ] {
+        if value == "0" {
+            tracing::warn!(
+                "through a pooler Almanac cannot set {name}, and the server has none: {why}; set it for the role: ALTER ROLE {} SET {name} = '5min'",
+                quote_ident(&user)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// A connection from the pool, waiting with backoff while the database is unreachable.

@@ -15,6 +15,8 @@ use futures_util::future::try_join_all;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::db::Sql;
+
 const RECORD_CLAIM: &str = include_str!("record_claim.sql");
 const SWEEP_CLAIMS: &str = include_str!("sweep_claims.sql");
 const WHO: &str = "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
@@ -30,7 +32,7 @@ pub struct Backend {
 impl Backend {
     /// The backend `conn` is connected to.
     pub async fn of(conn: &Object) -> Result<Backend, tokio_postgres::Error> {
-        let row = conn.query_one(WHO, &[]).await?;
+        let row = conn.one(WHO, &[]).await?;
         Ok(Backend { pid: row.get(0), started: row.get(1) })
     }
 }
@@ -107,7 +109,7 @@ async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<R
 
 /// Every request of `batch` in one transaction, sent together.
 async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio_postgres::Error> {
-    let statement = conn.prepare_cached(RECORD_CLAIM).await?;
+    let statement = crate::db::Prepared::on(conn, RECORD_CLAIM).await?;
     let rows: Vec<_> = batch
         .iter()
         .map(|r| {
@@ -118,11 +120,11 @@ async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio
             (r.backend, tasks, slots, keys, attempts)
         })
         .collect();
-    let params: Vec<[&(dyn postgres_types::ToSql + Sync); 7]> = rows
+    let params: Vec<[&dyn crate::db::Param; 7]> = rows
         .iter()
         .map(|(b, tasks, slots, keys, attempts)| [&b.pid as _, &b.started as _, &host as _, tasks as _, slots as _, keys as _, attempts as _])
         .collect();
-    let inserts = params.iter().map(|p| conn.execute(&statement, p));
+    let inserts = params.iter().map(|p| statement.exec(conn, p));
     let (begin, inserted, commit) = futures_util::join!(
         conn.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
         try_join_all(inserts),
@@ -148,8 +150,8 @@ pub struct Swept {
 }
 
 /// Take every orphaned claim and count what it says on the jobs.
-pub async fn sweep(conn: &impl tokio_postgres::GenericClient) -> Result<Swept, tokio_postgres::Error> {
-    let row = conn.query_one(SWEEP_CLAIMS, &[]).await?;
+pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql)) -> Result<Swept, tokio_postgres::Error> {
+    let row = conn.one(SWEEP_CLAIMS, &[]).await?;
     Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2) })
 }
 

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
+use crate::db::Prepared;
 use crate::job::JobEnd;
 use crate::metrics::Metrics;
 use crate::plugin::{CallError, Loaded};
@@ -250,16 +251,16 @@ pub async fn run_batch(
     let options = &context.options;
     let mut outcome = BatchOutcome::default();
     // Prepared before any plugin runs: a statement is parsed under the role current at
-    // the time, and a plugin's role may not even look into schema almanac.
+    // the time, and a plugin's role may not even look into schema almanac. (Through a
+    // pooler each is sent unnamed after the host's RESET ROLE, to the same effect.)
     let (claim_due, claim_one, done, failed) =
-        try_join4(conn.prepare_cached(CLAIM), conn.prepare_cached(CLAIM_ONE), conn.prepare_cached(MARK_DONE), conn.prepare_cached(MARK_FAILED))
-            .await?;
+        try_join4(Prepared::on(conn, CLAIM), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, MARK_DONE), Prepared::on(conn, MARK_FAILED)).await?;
     let statements = Statements { done, failed };
     let limit = options.batch as i64;
     let claimed = async {
         match claim {
-            Claim::Due(tasks) => conn.query(&claim_due, &[&tasks, &limit]).await,
-            Claim::One((task, slot, key)) => conn.query(&claim_one, &[task, slot, key]).await,
+            Claim::Due(tasks) => claim_due.rows(conn, &[&tasks, &limit]).await,
+            Claim::One((task, slot, key)) => claim_one.rows(conn, &[task, slot, key]).await,
         }
     };
     let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), claimed, conn.batch_execute("SAVEPOINT job")).await?;
@@ -388,7 +389,7 @@ async fn record_failure(
     let Failure { message, give_up, delay, digest } = failure;
     try_join3(
         conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
-        conn.execute(&statements.failed, &[&task, &slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest]),
+        statements.failed.exec(conn, &[&task, &slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest]),
         conn.batch_execute(follow.sql()),
     )
     .await?;
@@ -397,8 +398,8 @@ async fn record_failure(
 
 /// The host's own per-job statements, prepared on this connection.
 struct Statements {
-    done: tokio_postgres::Statement,
-    failed: tokio_postgres::Statement,
+    done: Prepared,
+    failed: Prepared,
 }
 
 /// How one job ended, and whether its connection carried a cancel request.
@@ -430,7 +431,7 @@ async fn run_job(
             let release = if called.ending.role_used { END_AND_RELEASE.as_str() } else { "RELEASE SAVEPOINT job" };
             try_join3(
                 conn.batch_execute(release),
-                conn.execute(&statements.done, &[task, &slot, key, &plugin.digest]),
+                statements.done.exec(conn, &[task, &slot, key, &plugin.digest]),
                 conn.batch_execute(follow.sql()),
             )
             .await?;

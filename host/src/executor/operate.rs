@@ -7,6 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::Client;
 
+use crate::db::Sql;
+
 const RUNNING: &str = include_str!("running.sql");
 const JOBS: &str = include_str!("jobs.sql");
 const RETRY: &str = include_str!("retry.sql");
@@ -14,7 +16,7 @@ const PRUNE: &str = include_str!("prune.sql");
 
 /// Pending jobs locked by a worker right now, per task.
 pub async fn running(client: &Client) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
-    Ok(client.query(RUNNING, &[]).await?.iter().map(|r| (r.get(0), r.get(1))).collect())
+    Ok(client.rows(RUNNING, &[]).await?.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -32,7 +34,7 @@ pub struct JobRow {
 
 pub async fn jobs(client: &Client, status: Option<&str>, task: Option<&str>, limit: i64) -> Result<Vec<JobRow>, tokio_postgres::Error> {
     Ok(client
-        .query(JOBS, &[&status, &task, &limit])
+        .rows(JOBS, &[&status, &task, &limit])
         .await?
         .iter()
         .map(|r| JobRow {
@@ -51,7 +53,7 @@ pub async fn jobs(client: &Client, status: Option<&str>, task: Option<&str>, lim
 
 /// Failed jobs of `task` (optionally one slot / key) back to pending; returns how many.
 pub async fn retry(client: &Client, task: &str, slot: Option<DateTime<Utc>>, key: Option<&str>) -> Result<u64, tokio_postgres::Error> {
-    client.execute(RETRY, &[&task, &slot, &key]).await
+    client.exec(RETRY, &[&task, &slot, &key]).await
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -70,7 +72,7 @@ pub enum PruneError {
 /// batches; refuses, deleting nothing, if that reaches inside any task's horizon.
 pub async fn prune(client: &Client, older_than: Duration) -> Result<u64, PruneError> {
     let widest = client
-        .query_opt(
+        .opt(
             "SELECT task, extract(epoch FROM horizon)::float8 FROM almanac.schedules ORDER BY horizon DESC, task LIMIT 1",
             &[],
         )
@@ -83,7 +85,7 @@ pub async fn prune(client: &Client, older_than: Duration) -> Result<u64, PruneEr
     }
     let mut deleted = 0;
     loop {
-        let n = client.execute(PRUNE, &[&older_than.as_secs_f64()]).await?;
+        let n = client.exec(PRUNE, &[&older_than.as_secs_f64()]).await?;
         deleted += n;
         if n == 0 {
             return Ok(deleted);

@@ -15,6 +15,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry as Exposition;
 
+use crate::db::Sql;
+
 
 const GAUGES: &str = include_str!("gauges.sql");
 const OUTBOX: &str = include_str!("outbox.sql");
@@ -127,7 +129,7 @@ impl Metrics {
     /// it cannot be read), counters as they stand.
     pub async fn render(&self, client: Option<&tokio_postgres::Client>, served: &[Served]) -> String {
         let read = match client {
-            Some(client) => futures_util::future::try_join(client.query(GAUGES, &[]), client.query(OUTBOX, &[]))
+            Some(client) => futures_util::future::try_join(client.rows(GAUGES, &[]), client.rows(OUTBOX, &[]))
                 .await
                 .inspect_err(|e| tracing::warn!("metrics: cannot read the database: {}", crate::db::error_chain(e)))
                 .ok(),

@@ -28,6 +28,8 @@ use tokio_util::sync::CancellationToken;
 pub use config::{SinkSpec, TopicSpec, Topics};
 use sink::{Sink, SinkError};
 
+use crate::db::Sql;
+
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_DELIVERED: &str = include_str!("mark_delivered.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
@@ -132,7 +134,7 @@ impl Dispatcher {
     /// connection from a pool of the dispatcher's own (so dispatching and the executor
     /// never wait on each other's connections) for one round at a time: an idle
     /// dispatcher holds none.
-    pub async fn run(self, target: crate::db::Target, shutdown: CancellationToken) {
+    pub async fn run(self, target: crate::db::Target, listen: Option<crate::db::Target>, shutdown: CancellationToken) {
         let this = Arc::new(self);
         let (wake_tx, wake) = watch::channel(0u64);
         // Kept until the end, so that without a listener `changed()` waits instead of
@@ -143,8 +145,10 @@ impl Dispatcher {
             // Nothing to deliver: one worker that only reports topics waiting for a sink.
             1
         } else {
-            if let Some(tx) = wake_tx.take() {
-                running.spawn(crate::wake::listen(target.role("listen"), crate::wake::OUTBOX, tx, shutdown.clone()));
+            if let Some(listen) = listen {
+                if let Some(tx) = wake_tx.take() {
+                    running.spawn(crate::wake::listen(listen, crate::wake::OUTBOX, tx, shutdown.clone()));
+                }
             }
             this.options.workers.max(1)
         };
@@ -212,8 +216,7 @@ impl Dispatcher {
             return Ok(outcome);
         }
         conn.batch_execute("BEGIN").await?;
-        let claim = conn.prepare_cached(CLAIM).await?;
-        let rows = conn.query(&claim, &[&self.topics, &(self.options.batch.max(1) as i64)]).await?;
+        let rows = conn.rows(CLAIM, &[&self.topics, &(self.options.batch.max(1) as i64)]).await?;
         outcome.claimed = rows.len();
         let messages: Vec<Message> = rows
             .iter()
@@ -256,12 +259,10 @@ impl Dispatcher {
         outcome.failed = failed.len();
         outcome.dead = dead.iter().filter(|d| **d).count();
         if !delivered.is_empty() {
-            let mark = conn.prepare_cached(MARK_DELIVERED).await?;
-            conn.execute(&mark, &[&delivered]).await?;
+            conn.exec(MARK_DELIVERED, &[&delivered]).await?;
         }
         if !failed.is_empty() {
-            let mark = conn.prepare_cached(MARK_FAILED).await?;
-            conn.execute(&mark, &[&failed, &errors, &dead, &delays]).await?;
+            conn.exec(MARK_FAILED, &[&failed, &errors, &dead, &delays]).await?;
         }
         conn.batch_execute("COMMIT").await?;
         Ok(outcome)
@@ -279,8 +280,7 @@ impl Dispatcher {
     /// marked dead: the fix is configuration, after which they are delivered.
     async fn report_unrouted(&self, conn: &Object, warned: &mut HashSet<String>) -> Result<(), DispatchError> {
         let known: Vec<String> = self.topics.iter().chain(warned.iter()).cloned().collect();
-        let unrouted = conn.prepare_cached(UNROUTED).await?;
-        for row in conn.query(&unrouted, &[&known]).await? {
+        for row in conn.rows(UNROUTED, &[&known]).await? {
             let topic: String = row.get(0);
             let pending: i64 = row.get(1);
             tracing::warn!(

@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::Client;
 
+use crate::db::Sql;
+
 const LIST: &str = include_str!("list.sql");
 const RETRY: &str = include_str!("retry.sql");
 const COUNTS: &str = include_str!("counts.sql");
@@ -32,7 +34,7 @@ pub struct MessageRow {
 
 pub async fn list(client: &Client, status: Option<&str>, topic: Option<&str>, limit: i64) -> Result<Vec<MessageRow>, tokio_postgres::Error> {
     Ok(client
-        .query(LIST, &[&status, &topic, &limit])
+        .rows(LIST, &[&status, &topic, &limit])
         .await?
         .iter()
         .map(|r| MessageRow {
@@ -55,10 +57,10 @@ pub async fn list(client: &Client, status: Option<&str>, topic: Option<&str>, li
 
 /// Dead messages (optionally of one topic / key) back to pending; returns how many.
 pub async fn retry(client: &Client, topic: Option<&str>, key: Option<&str>) -> Result<u64, tokio_postgres::Error> {
-    let n = client.execute(RETRY, &[&topic, &key]).await?;
+    let n = client.exec(RETRY, &[&topic, &key]).await?;
     if n > 0 {
         // The insert trigger only fires for new messages; wake the dispatchers here.
-        client.execute("SELECT pg_notify($1, '')", &[&crate::wake::OUTBOX]).await?;
+        client.exec("SELECT pg_notify($1, '')", &[&crate::wake::OUTBOX]).await?;
     }
     Ok(n)
 }
@@ -74,7 +76,7 @@ pub struct Counts {
 /// Counts per publishing task; messages written without a task are under `None`.
 pub async fn counts(client: &Client) -> Result<HashMap<Option<String>, Counts>, tokio_postgres::Error> {
     Ok(client
-        .query(COUNTS, &[])
+        .rows(COUNTS, &[])
         .await?
         .iter()
         .map(|r| (r.get(0), Counts { pending: r.get(1), dead: r.get(2), delivered: r.get(3) }))

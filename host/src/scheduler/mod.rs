@@ -17,6 +17,7 @@ use crate::capability::db::END_CALL;
 use crate::config::TaskSettings;
 use crate::job::MAX_KEY_BYTES;
 use crate::plugin::{CallError, Loaded, Plugin};
+use crate::db::Sql;
 
 pub mod operate;
 
@@ -80,13 +81,13 @@ pub struct TickOutcome {
 
 /// Make sure a loaded task has its schedule row with its effective settings.
 pub async fn register(
-    client: &impl tokio_postgres::GenericClient,
+    client: &(impl tokio_postgres::GenericClient + Sql),
     spec: &crate::task::TaskSpec,
     settings: &TaskSettings,
 ) -> Result<(), tokio_postgres::Error> {
     let horizon = settings.horizon.unwrap_or_else(|| crate::task::default_horizon(spec.catch_up));
     client
-        .execute(
+        .exec(
             REGISTER_SCHEDULE,
             &[
                 &spec.name,
@@ -105,7 +106,7 @@ pub async fn register(
 /// Insert one job by identity; false when it already existed.
 pub async fn enqueue(conn: &Object, task: &str, slot: DateTime<Utc>, key: &str) -> Result<bool, tokio_postgres::Error> {
     let keys = [key];
-    Ok(conn.execute(INSERT_JOBS, &[&task, &slot, &&keys[..]]).await? == 1)
+    Ok(conn.exec(INSERT_JOBS, &[&task, &slot, &&keys[..]]).await? == 1)
 }
 
 /// Generate the due slots of one task, up to the batch bound, in one transaction.
@@ -132,7 +133,7 @@ pub async fn tick(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
 
 async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
     let spec = &plugin.spec;
-    let Some(row) = conn.query_opt(LOCK_SCHEDULE, &[&spec.name]).await? else {
+    let Some(row) = conn.opt(LOCK_SCHEDULE, &[&spec.name]).await? else {
         return Ok(TickOutcome::default());
     };
     let (cursor, paused, now): (DateTime<Utc>, bool, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
@@ -142,7 +143,7 @@ async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
     let due = spec.schedule.slots_after(cursor).take_while(|s| s.start <= now);
     let (outcome, last) = generate_slots(conn, plugin, due, Some(now), options).await?;
     if let Some(last) = last {
-        conn.execute(ADVANCE_CURSOR, &[&spec.name, &last]).await?;
+        conn.exec(ADVANCE_CURSOR, &[&spec.name, &last]).await?;
         tracing::info!(task = %spec.name, generated = outcome.generated, skipped = outcome.skipped, jobs = outcome.jobs, through = %last, "slots generated");
     }
     Ok(outcome)
@@ -159,8 +160,6 @@ async fn generate_slots(
 ) -> Result<(TickOutcome, Option<DateTime<Utc>>), SchedulerError> {
     let spec = &plugin.spec;
     let mut outcome = TickOutcome::default();
-    let generated = conn.prepare_cached(RECORD_GENERATED).await?;
-    let skipped = conn.prepare_cached(RECORD_SKIPPED).await?;
     let mut last = None;
     for (n, slot) in slots.enumerate() {
         if n == options.max_slots_per_tick || outcome.jobs >= options.max_jobs_per_tick {
@@ -171,13 +170,13 @@ async fn generate_slots(
             None => {
                 let (planned, jobs) = plan_slot(conn, plugin, &slot, options).await?;
                 let reason = policy_now.is_none().then_some("backfill");
-                conn.execute(&generated, &[&spec.name, &slot.start, &reason, &(jobs as i64)]).await?;
+                conn.exec(RECORD_GENERATED, &[&spec.name, &slot.start, &reason, &(jobs as i64)]).await?;
                 outcome.generated += 1;
                 outcome.jobs += jobs;
                 outcome.planned += planned;
             }
             Some(reason) => {
-                conn.execute(&skipped, &[&spec.name, &slot.start, &reason]).await?;
+                conn.exec(RECORD_SKIPPED, &[&spec.name, &slot.start, &reason]).await?;
                 outcome.skipped += 1;
             }
         }
@@ -231,7 +230,7 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
     let spec = &plugin.spec;
     let wit_slot = spec.wit_slot(slot);
     let bad = |problem: String| SchedulerError::BadPlan { task: spec.name.clone(), slot: slot.label.clone(), problem };
-    let insert = conn.prepare_cached(INSERT_JOBS).await?;
+    let insert = crate::db::Prepared::on(conn, INSERT_JOBS).await?;
     let mut after: Option<String> = None;
     let (mut planned, mut inserted) = (0, 0);
     loop {
@@ -260,8 +259,8 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
         }
         let n = match end_call {
             // The host's insert goes out right behind the role's end, in one round trip.
-            Some(end_call) => try_join(conn.batch_execute(end_call), conn.execute(&insert, &[&spec.name, &slot.start, &keys])).await?.1,
-            None => conn.execute(&insert, &[&spec.name, &slot.start, &keys]).await?,
+            Some(end_call) => try_join(conn.batch_execute(end_call), insert.exec(conn, &[&spec.name, &slot.start, &keys])).await?.1,
+            None => insert.exec(conn, &[&spec.name, &slot.start, &keys]).await?,
         };
         inserted += n;
         planned += keys.len() as u64;

@@ -3,6 +3,8 @@
 use chrono::{DateTime, Utc};
 use tokio_postgres::Client;
 
+use crate::db::Sql;
+
 const SCHEDULE_OF: &str = include_str!("schedule_of.sql");
 const LIST_SCHEDULES: &str = include_str!("list_schedules.sql");
 const SET_PAUSED: &str = include_str!("set_paused.sql");
@@ -21,12 +23,12 @@ pub struct ScheduleRow {
 
 /// The stored cron and zone of `task`, if it has a schedule.
 pub async fn schedule_of(client: &Client, task: &str) -> Result<Option<(String, String)>, tokio_postgres::Error> {
-    Ok(client.query_opt(SCHEDULE_OF, &[&task]).await?.map(|r| (r.get(0), r.get(1))))
+    Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| (r.get(0), r.get(1))))
 }
 
 /// Every schedule, by task.
 pub async fn list(client: &Client) -> Result<Vec<ScheduleRow>, tokio_postgres::Error> {
-    let rows = client.query(LIST_SCHEDULES, &[]).await?;
+    let rows = client.rows(LIST_SCHEDULES, &[]).await?;
     Ok(rows
         .iter()
         .map(|r| ScheduleRow { task: r.get(0), cron: r.get(1), zone: r.get(2), catch_up: r.get(3), paused: r.get(4), generated_through: r.get(5) })
@@ -35,10 +37,10 @@ pub async fn list(client: &Client) -> Result<Vec<ScheduleRow>, tokio_postgres::E
 
 /// Pause or resume `task`; false if it has no schedule.
 pub async fn set_paused(client: &Client, task: &str, paused: bool) -> Result<bool, tokio_postgres::Error> {
-    Ok(client.execute(SET_PAUSED, &[&task, &paused]).await? == 1)
+    Ok(client.exec(SET_PAUSED, &[&task, &paused]).await? == 1)
 }
 
 /// Set `task`'s cursor; false if it has no schedule.
 pub async fn set_cursor(client: &Client, task: &str, cursor: DateTime<Utc>) -> Result<bool, tokio_postgres::Error> {
-    Ok(client.execute(SET_CURSOR, &[&task, &cursor]).await? == 1)
+    Ok(client.exec(SET_CURSOR, &[&task, &cursor]).await? == 1)
 }

@@ -190,17 +190,22 @@ impl Session {
                 conn.statement_cache.clear();
             }
             let current_role = match guard {
-                true => Some(conn.prepare_cached(CURRENT_ROLE).await?),
+                true => Some(crate::db::Prepared::on(&conn, CURRENT_ROLE).await?),
                 false => None,
             };
             let statement = async {
                 // Parsed after the switch: name lookup (schema privileges) is checked then.
-                let statement = conn.prepare_cached(&sql).await?;
+                // Through a pooler it is not kept: dropped at the end of this block, so
+                // its Close goes out before the transaction can end.
+                let statement = match crate::db::pooled() {
+                    true => conn.prepare(&sql).await?,
+                    false => conn.prepare_cached(&sql).await?,
+                };
                 // The statement and the role check go out together and are answered in order.
                 match &current_role {
                     Some(check) => {
-                        let (output, row) = try_join(send(&conn, &statement, &refs), async { Ok(conn.query_one(check, &[]).await?) }).await?;
-                        Ok::<_, Failed>((output, Some(row.get::<_, String>(0))))
+                        let (output, rows) = try_join(send(&conn, &statement, &refs), async { Ok(check.rows(&conn, &[]).await?) }).await?;
+                        Ok::<_, Failed>((output, rows.first().map(|row| row.get::<_, String>(0))))
                     }
                     None => Ok((send(&conn, &statement, &refs).await?, None)),
                 }

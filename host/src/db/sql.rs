@@ -1,0 +1,188 @@
+//! How the host's statements reach the server. Talking to PostgreSQL directly, a pooled
+//! connection keeps each statement prepared (`prepare_cached`): parsed and planned once.
+//! Through a pooler in transaction mode (PgBouncer 1.18 and the like), consecutive
+//! transactions of one client may land on different server connections, so no prepared
+//! statement may outlive its transaction: every statement is then sent unnamed, parsed,
+//! bound and executed in one round trip, with its parameters' types declared by the Rust
+//! values ([`Param`]).
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chrono::{DateTime, Utc};
+use postgres_types::{ToSql, Type};
+use tokio_postgres::{Error, Row};
+
+static POOLED: AtomicBool = AtomicBool::new(false);
+
+/// Say once, at start, that the database URL leads to a transaction-pooling pooler.
+pub fn set_pooled(pooled: bool) {
+    POOLED.store(pooled, Ordering::Relaxed);
+}
+
+/// Whether statements must not outlive their transaction.
+pub fn pooled() -> bool {
+    POOLED.load(Ordering::Relaxed)
+}
+
+/// A value's PostgreSQL type, declared when statements are sent unnamed.
+pub trait Typed {
+    const TYPE: Type;
+}
+
+/// A statement parameter: what tokio-postgres sends, and the type it is sent as.
+pub trait Param: ToSql + Sync {
+    fn pg_type(&self) -> Type;
+}
+
+impl<T: Typed + ToSql + Sync + ?Sized> Param for T {
+    fn pg_type(&self) -> Type {
+        T::TYPE
+    }
+}
+
+macro_rules! typed {
+    ($($rust:ty => $pg:ident / $array:ident),* $(,)?) => {$(
+        impl Typed for $rust {
+            const TYPE: Type = Type::$pg;
+        }
+        impl Typed for Vec<$rust> {
+            const TYPE: Type = Type::$array;
+        }
+        impl Typed for [$rust] {
+            const TYPE: Type = Type::$array;
+        }
+    )*};
+}
+
+typed! {
+    bool => BOOL / BOOL_ARRAY,
+    i16 => INT2 / INT2_ARRAY,
+    i32 => INT4 / INT4_ARRAY,
+    i64 => INT8 / INT8_ARRAY,
+    f64 => FLOAT8 / FLOAT8_ARRAY,
+    String => TEXT / TEXT_ARRAY,
+    DateTime<Utc> => TIMESTAMPTZ / TIMESTAMPTZ_ARRAY,
+    serde_json::Value => JSONB / JSONB_ARRAY,
+}
+
+impl Typed for str {
+    const TYPE: Type = Type::TEXT;
+}
+
+impl Typed for Vec<&str> {
+    const TYPE: Type = Type::TEXT_ARRAY;
+}
+
+impl Typed for [&str] {
+    const TYPE: Type = Type::TEXT_ARRAY;
+}
+
+impl<T: Typed> Typed for Option<T> {
+    const TYPE: Type = T::TYPE;
+}
+
+impl<T: Typed + ?Sized> Typed for &T {
+    const TYPE: Type = T::TYPE;
+}
+
+/// Statements on a connection, sent as [`pooled`] says they must be.
+#[allow(async_fn_in_trait)]
+pub trait Sql {
+    async fn rows(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>, Error>;
+    async fn one(&self, sql: &str, params: &[&dyn Param]) -> Result<Row, Error>;
+    async fn opt(&self, sql: &str, params: &[&dyn Param]) -> Result<Option<Row>, Error>;
+    async fn exec(&self, sql: &str, params: &[&dyn Param]) -> Result<u64, Error>;
+}
+
+fn untyped<'a>(params: &'a [&'a dyn Param]) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|p| *p as &(dyn ToSql + Sync)).collect()
+}
+
+fn typed<'a>(params: &'a [&'a dyn Param]) -> Vec<(&'a (dyn ToSql + Sync), Type)> {
+    params.iter().map(|p| (*p as &(dyn ToSql + Sync), p.pg_type())).collect()
+}
+
+/// A client or transaction: prepared per call when direct (as tokio-postgres does),
+/// unnamed through a pooler.
+macro_rules! sql_for {
+    ($($client:ty),*) => {$(
+        impl Sql for $client {
+            async fn rows(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>, Error> {
+                if pooled() { self.query_typed(sql, &typed(params)).await } else { self.query(sql, &untyped(params)).await }
+            }
+            async fn one(&self, sql: &str, params: &[&dyn Param]) -> Result<Row, Error> {
+                if pooled() { self.query_typed_one(sql, &typed(params)).await } else { self.query_one(sql, &untyped(params)).await }
+            }
+            async fn opt(&self, sql: &str, params: &[&dyn Param]) -> Result<Option<Row>, Error> {
+                if pooled() { self.query_typed_opt(sql, &typed(params)).await } else { self.query_opt(sql, &untyped(params)).await }
+            }
+            async fn exec(&self, sql: &str, params: &[&dyn Param]) -> Result<u64, Error> {
+                if pooled() { self.execute_typed(sql, &typed(params)).await } else { self.execute(sql, &untyped(params)).await }
+            }
+        }
+    )*};
+}
+
+sql_for!(tokio_postgres::Client, tokio_postgres::Transaction<'_>);
+
+/// A pooled connection keeps its statements prepared when direct.
+impl Sql for deadpool_postgres::Object {
+    async fn rows(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>, Error> {
+        if pooled() {
+            return self.query_typed(sql, &typed(params)).await;
+        }
+        let statement = self.prepare_cached(sql).await?;
+        self.query(&statement, &untyped(params)).await
+    }
+    async fn one(&self, sql: &str, params: &[&dyn Param]) -> Result<Row, Error> {
+        if pooled() {
+            return self.query_typed_one(sql, &typed(params)).await;
+        }
+        let statement = self.prepare_cached(sql).await?;
+        self.query_one(&statement, &untyped(params)).await
+    }
+    async fn opt(&self, sql: &str, params: &[&dyn Param]) -> Result<Option<Row>, Error> {
+        if pooled() {
+            return self.query_typed_opt(sql, &typed(params)).await;
+        }
+        let statement = self.prepare_cached(sql).await?;
+        self.query_opt(&statement, &untyped(params)).await
+    }
+    async fn exec(&self, sql: &str, params: &[&dyn Param]) -> Result<u64, Error> {
+        if pooled() {
+            return self.execute_typed(sql, &typed(params)).await;
+        }
+        let statement = self.prepare_cached(sql).await?;
+        self.execute(&statement, &untyped(params)).await
+    }
+}
+
+/// One of the host's hot statements: prepared on its connection ahead of use when
+/// direct (so its later use is one Bind/Execute, sent the moment it is polled), or its
+/// text, sent unnamed, through a pooler.
+pub enum Prepared {
+    Named(tokio_postgres::Statement),
+    Unnamed(&'static str),
+}
+
+impl Prepared {
+    pub async fn on(conn: &deadpool_postgres::Object, sql: &'static str) -> Result<Prepared, Error> {
+        match pooled() {
+            true => Ok(Prepared::Unnamed(sql)),
+            false => Ok(Prepared::Named(conn.prepare_cached(sql).await?)),
+        }
+    }
+
+    pub async fn rows(&self, client: &tokio_postgres::Client, params: &[&dyn Param]) -> Result<Vec<Row>, Error> {
+        match self {
+            Prepared::Named(statement) => client.query(statement, &untyped(params)).await,
+            Prepared::Unnamed(sql) => client.query_typed(sql, &typed(params)).await,
+        }
+    }
+
+    pub async fn exec(&self, client: &tokio_postgres::Client, params: &[&dyn Param]) -> Result<u64, Error> {
+        match self {
+            Prepared::Named(statement) => client.execute(statement, &untyped(params)).await,
+            Prepared::Unnamed(sql) => client.execute_typed(sql, &typed(params)).await,
+        }
+    }
+}

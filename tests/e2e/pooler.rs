@@ -1,0 +1,56 @@
+//! Through a real PgBouncer in transaction pooling mode: no statement outlives its
+//! transaction, wake-ups come from a direct connection or from polling, and a pooler
+//! restart mid-run loses nothing and doubles nothing.
+use std::time::Duration;
+
+use crate::support::pgbouncer::PgBouncer;
+use crate::support::{almanac, cluster, plugin_dir, HostProc, TestDb};
+
+async fn backlog(db: &TestDb, n: i64) {
+    db.accounts(n).await;
+    db.client
+        .batch_execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts")
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backlog_runs_through_pgbouncer_and_survives_its_restart() {
+    let db = TestDb::new().await;
+    backlog(&db, 3000).await;
+    let mut bouncer = PgBouncer::start(cluster()).await;
+    let pooled = bouncer.url(&db.name);
+    let plugins = plugin_dir(&["daily_points"]);
+    // One host with a direct connection for LISTEN, one polling; both at --batch 1 so the
+    // run lasts long enough to restart the pooler in the middle of it.
+    let mut a = HostProc::spawn_url(&pooled, plugins.path(), &["--pooler", "--direct-url", &db.url, "--batch", "1", "--workers", "2"], &[]);
+    let mut b = HostProc::spawn_url(&pooled, plugins.path(), &["--pooler", "--batch", "1", "--workers", "2"], &[]);
+    db.wait_count("SELECT least(count(*), 300) FROM almanac.jobs WHERE status = 'done'", 300, Duration::from_secs(60)).await;
+    bouncer.restart().await;
+    let at_restart = db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await;
+    assert!(at_restart < 3000, "the restart came mid-run ({at_restart} done)");
+    eprintln!("pooler restarted with {at_restart} of 3000 jobs done");
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 3000, Duration::from_secs(120)).await;
+    assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points <> 10").await, 0, "every account exactly once");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status <> 'done'").await, 0);
+    for host in [&a, &b] {
+        let log = host.log();
+        assert!(!log.contains("prepared statement"), "no statement outlived its transaction:\n{log}");
+        assert!(!log.contains("unsupported startup parameter"), "{log}");
+    }
+    assert!(b.log().contains("no LISTEN wake-ups"), "the polling host says so once:\n{}", b.log());
+    assert!(a.is_running() && b.is_running());
+    a.stop().await;
+    b.stop().await;
+
+    // Migrating needs a session: refused through the pooler, with the way out.
+    let (code, _, err) = almanac(&pooled, &["migrate", "--pooler"]);
+    assert!(code != 0 && err.contains("--direct-url"), "{err}");
+    // Every other command works through it.
+    let (code, out, err) = almanac(&pooled, &["status", "--pooler"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("daily-points"), "{out}");
+    let (code, out, err) = almanac(&pooled, &["jobs", "--pooler", "--limit", "3"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("done"), "{out}");
+}
