@@ -8,7 +8,7 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     let out = std::process::Command::new(almanac_bin())
         .arg("--data-dir")
         .arg(dir.path())
-        .args(["bench", "--smoke", "--json", "--plugin"])
+        .args(["bench", "--smoke", "--connections", "--json", "--plugin"])
         .arg(built_plugins().join("daily_points.wasm"))
         .env_remove("DATABASE_URL")
         .output()
@@ -30,4 +30,7 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     assert_eq!(report["generation_keys"], 5000);
     assert!(report["claim_plan"].as_str().unwrap().contains("Index Scan using jobs_pending"));
     assert!(report["claim_p99_ms"].as_f64().unwrap() > 0.0);
+    let vias: Vec<&str> = report["connections"].as_array().unwrap().iter().map(|c| c["via"].as_str().unwrap()).collect();
+    assert_eq!(vias, ["socket", "socket", "tcp", "tcp", "tls", "tls", "pgbouncer", "pgbouncer"]);
+    assert!(report["connections"].as_array().unwrap().iter().all(|c| c["jobs_per_second"].as_f64().unwrap() > 0.0 && c["jobs"] == 400));
 }

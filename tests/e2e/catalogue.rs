@@ -121,9 +121,14 @@ async fn an_invalid_database_url_or_plugins_folder_is_a_clear_error() {
         let (code, _, stderr) = crate::support::almanac(url, args);
         (code == 0, stderr)
     };
-    let (ok, err) = run("postgres://u@host:notaport/db", &["status"]);
+    let (ok, err) = run("postgres://u:s3cret@host:notaport/db", &["status"]);
     assert!(!ok);
-    assert_eq!(err.trim(), "error: invalid DATABASE_URL: invalid connection string: invalid value for option `port`");
+    assert_eq!(err.trim(), "error: invalid connection settings (DATABASE_URL or PG* variables): invalid connection string: invalid value for option `port`");
+    let (ok, err) = run("postgres://u:s3cret@host/db?sslmode=verify-everything", &["status"]);
+    assert!(!ok && err.contains("invalid sslmode \"verify-everything\""), "{err}");
+    let (ok, err) = run("host=h pasword=s3cret", &["status"]);
+    assert!(!ok && err.contains("invalid connection option \"pasword\""), "{err}");
+    assert!(!err.contains("s3cret"), "a password is never echoed: {err}");
     let db = TestDb::new().await;
     let (ok, err) = run(&db.url, &["run", "--plugins", "/nonexistent/plugins"]);
     assert!(!ok);

@@ -3,7 +3,7 @@
 //! restart mid-run loses nothing and doubles nothing.
 use std::time::Duration;
 
-use crate::support::pgbouncer::PgBouncer;
+use almanac::cluster::Bouncer;
 use crate::support::{almanac, cluster, plugin_dir, HostProc, TestDb};
 
 async fn backlog(db: &TestDb, n: i64) {
@@ -18,7 +18,8 @@ async fn backlog(db: &TestDb, n: i64) {
 async fn a_backlog_runs_through_pgbouncer_and_survives_its_restart() {
     let db = TestDb::new().await;
     backlog(&db, 3000).await;
-    let mut bouncer = PgBouncer::start(cluster()).await;
+    let dir = tempfile::Builder::new().prefix("almanac-pgbouncer-").tempdir().unwrap();
+    let mut bouncer = Bouncer::start(cluster(), dir.path()).await.expect("start pgbouncer");
     let pooled = bouncer.url(&db.name);
     let plugins = plugin_dir(&["daily_points"]);
     // One host with a direct connection for LISTEN, one polling; both at --batch 1 so the
@@ -26,7 +27,7 @@ async fn a_backlog_runs_through_pgbouncer_and_survives_its_restart() {
     let mut a = HostProc::spawn_url(&pooled, plugins.path(), &["--pooler", "--direct-url", &db.url, "--batch", "1", "--workers", "2"], &[]);
     let mut b = HostProc::spawn_url(&pooled, plugins.path(), &["--pooler", "--batch", "1", "--workers", "2"], &[]);
     db.wait_count("SELECT least(count(*), 300) FROM almanac.jobs WHERE status = 'done'", 300, Duration::from_secs(60)).await;
-    bouncer.restart().await;
+    bouncer.restart().await.expect("restart pgbouncer");
     let at_restart = db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await;
     assert!(at_restart < 3000, "the restart came mid-run ({at_restart} done)");
     eprintln!("pooler restarted with {at_restart} of 3000 jobs done");

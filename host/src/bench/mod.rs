@@ -8,9 +8,12 @@
 //! * plugin overhead — instantiate + run + host calls against a no-op transaction;
 //! * generation — `almanac backfill` of one slot with N keys, as a child process, for
 //!   its wall time and peak RSS;
-//! * claim at depth — claim latency with N pending and N done rows, and the plan.
+//! * claim at depth — claim latency with N pending and N done rows, and the plan;
+//! * connections (with `--connections`) — the executor over the unix socket, TCP, TLS
+//!   and a transaction-pooling PgBouncer, on a second cluster that listens on all three.
 //!
 //! Every run checks its result (sum of points, jobs done) before its figure counts.
+mod connections;
 mod cpu;
 
 use std::path::{Path, PathBuf};
@@ -48,6 +51,8 @@ pub struct Options {
     pub generate: i64,
     pub claim_samples: usize,
     pub overhead_calls: usize,
+    /// Also measure the executor over each way of connecting.
+    pub connections: bool,
 }
 
 /// The cluster's settings, printed with the figures.
@@ -91,6 +96,7 @@ pub struct Report {
     pub claim_p50_ms: f64,
     pub claim_p99_ms: f64,
     pub claim_plan: String,
+    pub connections: Vec<connections::ConnectionRun>,
 }
 
 pub async fn run(options: Options) -> anyhow::Result<Report> {
@@ -135,6 +141,12 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     let observe_us = observe(&host.loaded, options.overhead_calls * 100);
     let (generation_seconds, generation_peak_rss_mb) = generation(&cluster, &options, plugins.path()).await?;
     let (claim_p50_ms, claim_p99_ms, claim_plan) = claim_at_depth(&cluster, &options).await?;
+    drop(admin);
+    drop(host);
+    let connections = match options.connections {
+        true => connections::measure(&options, &host_options).await?,
+        false => Vec::new(),
+    };
     Ok(Report {
         settings: settings.extra,
         accounts: options.accounts,
@@ -152,6 +164,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         claim_p50_ms,
         claim_p99_ms,
         claim_plan,
+        connections,
     })
 }
 

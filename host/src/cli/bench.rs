@@ -22,6 +22,10 @@ pub struct BenchArgs {
     claim_samples: usize,
     #[arg(long, default_value_t = 5_000)]
     overhead_calls: usize,
+    /// Also run the executor over the unix socket, TCP, TLS and a transaction-pooling
+    /// PgBouncer (installed separately), and print the ratios.
+    #[arg(long)]
+    connections: bool,
     /// A small, quick run that only checks the benchmark works (what CI runs).
     #[arg(long)]
     smoke: bool,
@@ -39,6 +43,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
         generate: args.generate,
         claim_samples: args.claim_samples,
         overhead_calls: args.overhead_calls,
+        connections: args.connections,
     };
     if args.smoke {
         options = bench::Options { accounts: 400, generate: 5_000, claim_samples: 50, overhead_calls: 100, batches: vec![1, 8], workers: 2, ..options };
@@ -74,6 +79,9 @@ fn render(r: &Report) -> String {
             100.0 * host / pg.max(1e-9),
             f.host_cpu_seconds.unwrap_or(0.0)
         ));
+    }
+    if !r.connections.is_empty() {
+        out.push_str(&render_connections(r));
     }
     out.push_str(&format!("\nplugin overhead (instantiate + run + 2 host calls, no-op tx): {:.1} µs/job\n", r.plugin_overhead_us));
     out.push_str(&format!(
@@ -123,5 +131,24 @@ fn render(r: &Report) -> String {
         million.then_some(r.generation_seconds <= 10.0 && r.generation_peak_rss_mb <= 200.0),
     );
     target(format!("claim p99 <= 2 ms at depth ({:.3} ms)", r.claim_p99_ms), million.then_some(r.claim_p99_ms <= 2.0));
+    out
+}
+
+/// The executor by way of connecting, each figure also as a ratio to plain TCP at the
+/// same batch (TLS's cost, and the pooler's).
+fn render_connections(r: &Report) -> String {
+    let mut out = format!("\nconnections (almanac, --workers {}; PG CPU excludes PgBouncer's own):\n", r.workers);
+    out.push_str(&format!("{:<10} {:<7} {:>14} {:>10} {:>10}\n", "VIA", "BATCH", "ALMANAC job/s", "VS TCP", "PG CPU"));
+    for c in &r.connections {
+        let tcp = r.connections.iter().find(|t| t.via == "tcp" && t.run.batch == c.run.batch).map_or(f64::NAN, |t| t.run.jobs_per_second);
+        out.push_str(&format!(
+            "{:<10} {:<7} {:>14.0} {:>10.2} {:>9.2}s\n",
+            c.via,
+            c.run.batch,
+            c.run.jobs_per_second,
+            c.run.jobs_per_second / tcp,
+            c.run.postgres_cpu_seconds.unwrap_or(0.0)
+        ));
+    }
     out
 }

@@ -4,13 +4,19 @@
 //! The server listens only on a unix socket in a short per-cluster directory under the
 //! temp dir (no TCP port to collide on). `initdb` and `postgres` refuse to run as root,
 //! so when we are root every server command runs as the `postgres` OS user.
+mod bouncer;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sha2::{Digest, Sha256};
 
+pub use bouncer::Bouncer;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
+    #[error("pgbouncer is not installed (Debian: apt-get install pgbouncer; scripts/bootstrap.sh --need-pgbouncer)")]
+    NoPgBouncer,
     #[error("PostgreSQL server binaries (initdb, pg_ctl) not found; install them (Debian: apt-get install postgresql) or set DATABASE_URL")]
     NoServer,
     #[error("running as root, but there is no `postgres` OS user to run the server as; create one (apt-get install postgresql does) or set DATABASE_URL")]
@@ -188,7 +194,7 @@ impl Cluster {
         }
     }
 
-    fn own(&self, dir: &Path) -> Result<(), ClusterError> {
+    pub(crate) fn own(&self, dir: &Path) -> Result<(), ClusterError> {
         if !self.as_postgres {
             return Ok(());
         }

@@ -14,7 +14,6 @@ use almanac::cluster::{Cluster, Settings};
 use tokio_postgres::{Client, NoTls};
 
 pub mod certs;
-pub mod pgbouncer;
 pub mod private;
 pub mod proxy;
 pub mod receiver;

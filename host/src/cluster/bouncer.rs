@@ -1,0 +1,106 @@
+//! A PgBouncer (the system's `pgbouncer` binary) in transaction pooling mode in front of
+//! a private cluster, on a loopback port of its own: what `almanac bench` measures the
+//! pooled path with and the tests run hosts through. It can be killed and started again
+//! on the same port.
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Cluster, ClusterError};
+
+pub struct Bouncer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: PathBuf,
+    as_postgres: bool,
+}
+
+impl Bouncer {
+    /// Every database of `cluster`, pooled per transaction, with its files in `dir`.
+    pub async fn start(cluster: &Cluster, dir: &Path) -> Result<Bouncer, ClusterError> {
+        std::fs::create_dir_all(dir)?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let path = |name: &str| dir.join(name).display().to_string();
+        std::fs::write(
+            dir.join("pgbouncer.ini"),
+            format!(
+                "[databases]\n* = host={socket} port={pg}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
+                 auth_type = trust\nauth_file = {users}\npool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 20\n\
+                 logfile = {log}\npidfile = {pid}\nadmin_users = postgres\n",
+                socket = cluster.socket_dir.display(),
+                pg = cluster.port,
+                users = path("users.txt"),
+                log = path("pgbouncer.log"),
+                pid = path("pgbouncer.pid"),
+            ),
+        )?;
+        std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n")?;
+        // PgBouncer refuses to run as root, as the server does.
+        cluster.own(dir)?;
+        let mut bouncer = Bouncer { child: None, port, dir: dir.to_owned(), as_postgres: cluster.as_postgres };
+        bouncer.spawn().await?;
+        Ok(bouncer)
+    }
+
+    /// `dbname` through the pooler.
+    pub fn url(&self, dbname: &str) -> String {
+        format!("host=127.0.0.1 port={} user=postgres dbname={dbname}", self.port)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pgbouncer.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL, then a new PgBouncer on the same port: every client connection is cut.
+    pub async fn restart(&mut self) -> Result<(), ClusterError> {
+        self.kill();
+        self.spawn().await
+    }
+
+    fn kill(&mut self) {
+        // runuser forks: the pid file names PgBouncer itself.
+        let pidfile = self.dir.join("pgbouncer.pid");
+        if let Some(pid) = std::fs::read_to_string(&pidfile).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
+            // SAFETY: kill has no memory effects; a stale pid at worst gets ESRCH.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = std::fs::remove_file(&pidfile);
+        }
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    async fn spawn(&mut self) -> Result<(), ClusterError> {
+        let bin = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"].into_iter().find(|p| Path::new(p).exists()).ok_or(ClusterError::NoPgBouncer)?;
+        let mut command = match self.as_postgres {
+            true => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", "postgres", "--", bin]);
+                c
+            }
+            false => Command::new(bin),
+        };
+        self.child = Some(command.arg(self.dir.join("pgbouncer.ini")).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?);
+        // Ready when a query goes through it to the server.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok((client, connection)) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await {
+                tokio::spawn(connection);
+                if client.simple_query("SELECT 1").await.is_ok() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(ClusterError::Command { command: "pgbouncer".into(), detail: format!("not answering after 20 s; log:\n{}", self.log()) });
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
