@@ -18,6 +18,9 @@ const DB: &str = "almanac_bench_net";
 pub struct ConnectionRun {
     /// socket, tcp, tls or pgbouncer.
     pub via: &'static str,
+    /// 1 in the first round (socket → pgbouncer), 2 in the second (pgbouncer → socket):
+    /// the order's own effect (checkpoints, autovacuum) shows as the gap between them.
+    pub round: u8,
     #[serde(flatten)]
     pub run: Run,
 }
@@ -57,20 +60,23 @@ async fn measure_on(cluster: &Cluster, dir: &Path, options: &Options, host_optio
     let (admin, connection) = tokio_postgres::connect(&socket_url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
     let mut out = Vec::new();
-    for (via, url, pooled) in [
+    let vias = [
         ("socket", socket_url.clone(), false),
         ("tcp", format!("{tcp} sslmode=disable"), false),
         ("tls", format!("{tcp} sslmode=require"), false),
         ("pgbouncer", bouncer.url(DB), true),
-    ] {
+    ];
+    let rounds = vias.iter().map(|v| (1, v)).chain(vias.iter().rev().map(|v| (2, v)));
+    for (round, (via, url, pooled)) in rounds {
+        let (via, pooled) = (*via, *pooled);
         crate::db::set_pooled(pooled);
         let shutdown = CancellationToken::new();
-        let host = host::Host::start(&url, host_options.clone(), &shutdown).await.with_context(|| format!("a host via {via}"))?;
+        let host = host::Host::start(url, host_options.clone(), &shutdown).await.with_context(|| format!("a host via {via}"))?;
         for &batch in &options.batches {
             reset(&admin).await?;
             let exec = executor::Options { batch, poll_interval: Duration::from_millis(50), ..host_options.executor.clone() };
             let (seconds, cpu) = timed(&admin, cluster, || run_almanac(&host, exec, &admin)).await?;
-            out.push(ConnectionRun { via, run: verified(&admin, batch, options.accounts, seconds, Some(cpu)).await? });
+            out.push(ConnectionRun { via, round, run: verified(&admin, batch, options.accounts, seconds, Some(cpu)).await? });
         }
     }
     Ok(out)

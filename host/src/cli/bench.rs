@@ -134,20 +134,24 @@ fn render(r: &Report) -> String {
     out
 }
 
-/// The executor by way of connecting, each figure also as a ratio to plain TCP at the
-/// same batch (TLS's cost, and the pooler's).
+/// The executor by way of connecting, in two rounds of opposite order, each figure also
+/// as a ratio to plain TCP at the same batch in the same round (TLS's cost, the pooler's).
 fn render_connections(r: &Report) -> String {
-    let mut out = format!("\nconnections (almanac, --workers {}; PG CPU excludes PgBouncer's own):\n", r.workers);
-    out.push_str(&format!("{:<10} {:<7} {:>14} {:>10} {:>10}\n", "VIA", "BATCH", "ALMANAC job/s", "VS TCP", "PG CPU"));
-    for c in &r.connections {
-        let tcp = r.connections.iter().find(|t| t.via == "tcp" && t.run.batch == c.run.batch).map_or(f64::NAN, |t| t.run.jobs_per_second);
+    let mut out = format!("\nconnections (almanac, --workers {}; PG CPU excludes PgBouncer's own; round 1 socket→pgbouncer, round 2 back):\n", r.workers);
+    out.push_str(&format!("{:<10} {:<7} {:>20} {:>14} {:>16}\n", "VIA", "BATCH", "ALMANAC job/s (1/2)", "VS TCP (1/2)", "PG CPU (1/2)"));
+    let find = |via: &str, batch: usize, round: u8| r.connections.iter().find(|c| c.via == via && c.run.batch == batch && c.round == round);
+    for c in r.connections.iter().filter(|c| c.round == 1) {
+        let (batch, via) = (c.run.batch, c.via);
+        let rate = |round| find(via, batch, round).map_or(f64::NAN, |x| x.run.jobs_per_second);
+        let ratio = |round| rate(round) / find("tcp", batch, round).map_or(f64::NAN, |x| x.run.jobs_per_second);
+        let cpu = |round| find(via, batch, round).and_then(|x| x.run.postgres_cpu_seconds).unwrap_or(f64::NAN);
         out.push_str(&format!(
-            "{:<10} {:<7} {:>14.0} {:>10.2} {:>9.2}s\n",
-            c.via,
-            c.run.batch,
-            c.run.jobs_per_second,
-            c.run.jobs_per_second / tcp,
-            c.run.postgres_cpu_seconds.unwrap_or(0.0)
+            "{:<10} {:<7} {:>20} {:>14} {:>16}\n",
+            via,
+            batch,
+            format!("{:.0} / {:.0}", rate(1), rate(2)),
+            format!("{:.2} / {:.2}", ratio(1), ratio(2)),
+            format!("{:.2}s / {:.2}s", cpu(1), cpu(2)),
         ));
     }
     out
