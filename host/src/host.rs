@@ -149,6 +149,11 @@ impl Host {
         self.target.clone()
     }
 
+    /// The outbox topics this host delivers (those `almanac.toml` gives a sink).
+    pub fn outbox_topics(&self) -> Vec<String> {
+        self.dispatcher.topics().to_vec()
+    }
+
     /// The plugins loaded now.
     pub fn registry(&self) -> Arc<Registry> {
         self.loaded.load_full()

@@ -33,6 +33,8 @@ pub struct Observed {
 struct Running {
     pool: Pool,
     loaded: Arc<Loaded>,
+    /// The configured outbox topics, exported at 0 when nothing waits in them.
+    topics: Vec<String>,
 }
 
 impl Observed {
@@ -41,9 +43,9 @@ impl Observed {
     }
 
     /// The host has connected and loaded its plugins.
-    pub fn started(&self, target: crate::db::Target, loaded: Arc<Loaded>) -> Result<(), crate::db::DbError> {
+    pub fn started(&self, target: crate::db::Target, loaded: Arc<Loaded>, topics: Vec<String>) -> Result<(), crate::db::DbError> {
         let pool = crate::db::pool(&target.role("http"), POOL_SIZE)?;
-        let _ = self.running.set(Running { pool, loaded });
+        let _ = self.running.set(Running { pool, loaded, topics });
         Ok(())
     }
 
@@ -93,7 +95,8 @@ async fn metrics(State(observed): State<Arc<Observed>>) -> Response {
         .iter()
         .map(|p| crate::metrics::Served { task: p.name().to_owned(), version: p.spec.version.clone(), digest: p.digest.clone() })
         .collect();
-    let text = observed.metrics.render(client.as_deref().map(|c| &**c), &served).await;
+    let topics = observed.running.get().map(|r| r.topics.clone()).unwrap_or_default();
+    let text = observed.metrics.render(client.as_deref().map(|c| &**c), &served, &topics).await;
     ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response()
 }
 

@@ -30,7 +30,11 @@ async fn metrics_count_a_known_run() {
     let db = TestDb::new().await;
     db.accounts(5).await;
     let plugins = plugin_dir(&["daily_points", "fixture_permanent", "fixture_flaky"]);
-    let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0"]);
+    // A configured topic nothing is ever published to: its series exist, at 0.
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("almanac.toml");
+    std::fs::write(&config, "[outbox.topics.audit]\nsink = \"log\"\n").unwrap();
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0", "--config", config.to_str().unwrap()]);
     let base = format!("http://{}", host.listen_addr().await);
     assert_eq!(get(&format!("{base}/healthz")).await, (200, "ok\n".to_owned()));
     wait_for("/readyz says ready", Duration::from_secs(30), || async { get(&format!("{base}/readyz")).await.0 == 200 }).await;
@@ -57,6 +61,8 @@ async fn metrics_count_a_known_run() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let expect = [
+        (r#"almanac_outbox_messages{topic="audit",state="pending"}"#, 0.0),
+        (r#"almanac_outbox_messages{topic="audit",state="dead"}"#, 0.0),
         (r#"almanac_jobs_completed_total{task="daily-points"}"#, 5.0),
         (r#"almanac_jobs_failed_total{task="daily-points"}"#, 0.0),
         (r#"almanac_jobs_retried_total{task="daily-points"}"#, 0.0),

@@ -86,3 +86,31 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
     assert_eq!(out.trim(), "pruned 1 done job(s) older than 400d");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'recent'").await, 1);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn psql_reaches_the_private_cluster_and_stop_stops_it() {
+    let dir = tempfile::Builder::new().prefix("almanac-psql-").tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(crate::support::almanac_bin())
+            .arg("--data-dir")
+            .arg(dir.path())
+            .args(args)
+            .env_remove("DATABASE_URL")
+            .env_remove("PGHOST")
+            .env_remove("PGDATABASE")
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, out, err) = run(&["psql", "--", "-Atc", "SELECT current_database()"]);
+    let cluster = almanac::cluster::Cluster::new(&dir.path().join("pg")).unwrap();
+    assert_eq!((code, out.trim()), (0, "almanac"), "{err}");
+    assert!(cluster.is_running());
+    let (code, out, _) = run(&["stop"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("stopped the private cluster"), "{out}");
+    assert!(!cluster.is_running());
+    let (_, out, _) = run(&["stop"]);
+    assert!(out.contains("is not running"), "{out}");
+    let _ = std::fs::remove_dir_all(&cluster.socket_dir);
+}

@@ -102,6 +102,14 @@ enum Command {
     Bench(bench::BenchArgs),
     /// The seed's scenario end to end: 1,000 accounts, a three-day outage, catch-up.
     Demo(demo::DemoArgs),
+    /// psql on database `almanac` (of DATABASE_URL, or the private cluster, started if
+    /// needed); arguments after `--` go to psql.
+    Psql {
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
+    /// Stop the private cluster under --data-dir (a fast shutdown), if it runs.
+    Stop,
 }
 
 #[derive(clap::Args, Clone)]
@@ -311,7 +319,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let url = almanac_db().await?;
             let host = host::Host::start_retrying(&url, options, &shutdown).await?;
             if args.listen.is_some() {
-                observed.started(host.target(), host.loaded.clone())?;
+                observed.started(host.target(), host.loaded.clone(), host.outbox_topics())?;
             }
             host.outbox_options(args.outbox_options()).serve(shutdown).await?;
         }
@@ -380,6 +388,19 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             return schedule::backfill(&url, &cli.data_dir, args).await;
         }
         Command::Bench(args) => return bench::run(&cli.data_dir, args).await,
+        Command::Psql { args } => {
+            let url = almanac_db().await?;
+            return psql(&url, &args);
+        }
+        Command::Stop => {
+            let cluster = Cluster::new(&cli.data_dir.join("pg"))?;
+            if !cluster.data_dir.join("PG_VERSION").exists() || !cluster.is_running() {
+                println!("the private cluster under {} is not running", cli.data_dir.display());
+            } else {
+                tokio::task::block_in_place(|| cluster.stop("fast"))?;
+                println!("stopped the private cluster under {}", cli.data_dir.display());
+            }
+        }
         Command::Demo(args) => {
             let url = database_url(cli.database_url, &cli.data_dir, "almanac_demo").await?;
             return demo::run(&url, &cli.data_dir, args, shutdown).await;
@@ -397,6 +418,15 @@ fn spawn_signal_handler(shutdown: CancellationToken) {
         }
         shutdown.cancel();
     });
+}
+
+/// Run psql on `url` (as libpq reads it, so the same string works), or say how.
+fn psql(url: &str, args: &[String]) -> anyhow::Result<ExitCode> {
+    let psql = ["/usr/bin/psql", "/usr/local/bin/psql"].into_iter().find(|p| std::path::Path::new(p).exists()).unwrap_or("psql");
+    match std::process::Command::new(psql).arg(url).args(args).status() {
+        Ok(status) => Ok(ExitCode::from(u8::try_from(status.code().unwrap_or(1)).unwrap_or(1))),
+        Err(e) => anyhow::bail!("cannot run psql ({e}); install it (Debian: postgresql-client) and run: psql '{}'", db::conninfo::redact(url)),
+    }
 }
 
 pub(crate) async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {

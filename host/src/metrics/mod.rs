@@ -127,7 +127,7 @@ impl Metrics {
 
     /// The exposition: gauges read from the database now (none, and `database_up 0`, when
     /// it cannot be read), counters as they stand.
-    pub async fn render(&self, client: Option<&tokio_postgres::Client>, served: &[Served]) -> String {
+    pub async fn render(&self, client: Option<&tokio_postgres::Client>, served: &[Served], topics: &[String]) -> String {
         let read = match client {
             Some(client) => futures_util::future::try_join(client.rows(GAUGES, &[]), client.rows(OUTBOX, &[]))
                 .await
@@ -150,6 +150,13 @@ impl Metrics {
                 self.oldest_pending.get_or_create(&label).set(row.get(2));
                 if let Some(lag) = row.get::<_, Option<f64>>(3) {
                     self.lag.get_or_create(&label).set(lag);
+                }
+            }
+            // A configured topic is reported at 0 when nothing waits in it, as Prometheus
+            // users expect of a series that exists.
+            for topic in topics {
+                for state in ["pending", "dead"] {
+                    self.outbox.get_or_create(&OutboxLabel { topic: topic.clone(), state: state.into() }).set(0);
                 }
             }
             for row in &outbox {

@@ -129,6 +129,11 @@ impl Dispatcher {
         Ok(Dispatcher { routes, topics, options })
     }
 
+    /// The topics with a sink.
+    pub fn topics(&self) -> &[String] {
+        &self.topics
+    }
+
     /// Dispatch with `options.workers` workers until `shutdown`; rounds in flight finish
     /// first (each delivery is bounded by its sink's timeout). Workers borrow a
     /// connection from a pool of the dispatcher's own (so dispatching and the executor
