@@ -78,15 +78,18 @@ pub fn render(statuses: &[TaskStatus]) -> String {
     let at = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S").to_string());
     for s in statuses {
         let oldest = s.oldest_pending_seconds.map_or_else(|| "-".to_owned(), |secs| format!("{secs:.0}s"));
-        let mut error = s.last_error.clone().unwrap_or_default().replace('\n', " ");
-        if error.len() > 60 {
-            error = format!("{}…", error.chars().take(59).collect::<String>());
-        }
+        // The useful part of an error is often its end (a panic message after the trap):
+        // a long one goes whole on the line below its task.
+        let error = s.last_error.clone().unwrap_or_default().replace('\n', " ");
+        let (column, below) = if error.chars().count() > 60 { ("(below)".to_owned(), Some(error)) } else { (error, None) };
         let task = if s.paused { format!("{} (paused)", s.task) } else { s.task.clone() };
         out.push_str(&format!(
             "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
-            task, at(s.cursor), at(s.next_slot), s.pending, s.running, s.done, s.failed, oldest, error
+            task, at(s.cursor), at(s.next_slot), s.pending, s.running, s.done, s.failed, oldest, column
         ));
+        if let Some(error) = below {
+            out.push_str(&format!("    last error: {error}\n"));
+        }
     }
     let sum = |f: fn(&TaskStatus) -> i64| statuses.iter().map(f).sum::<i64>();
     let (pending, dead, delivered) = (sum(|s| s.outbox_pending), sum(|s| s.outbox_dead), sum(|s| s.outbox_delivered));

@@ -43,6 +43,10 @@ async fn trap_loop_memory_bomb_and_commit_fail_alone() {
     assert!(trap.starts_with("wasm trap: wasm `unreachable` instruction executed; plugin stderr: thread '<unnamed>' (1) panicked at plugins/fixtures/trap/src/lib.rs"), "{trap}");
     assert!(trap.contains("fixture-trap refuses key k1"), "panic message kept: {trap}");
     assert_eq!(attempts, 1);
+    // `status` shows the whole error, whose end (the panic message) is the useful part.
+    let (_, status, _) = crate::support::almanac(&db.url, &["status"]);
+    let line = status.lines().skip_while(|l| !l.starts_with("fixture-trap")).nth(1).unwrap_or_default();
+    assert!(line.starts_with("    last error: wasm trap") && line.contains("fixture-trap refuses key k1"), "{status}");
     let (_, spin, _) = last_error(&db, "fixture-spin").await;
     assert_eq!(spin, "plugin exceeded its deadline of 500ms");
     let (_, bomb, _) = last_error(&db, "fixture-membomb").await;

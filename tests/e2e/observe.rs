@@ -207,12 +207,14 @@ fn text_of(html: &str) -> String {
 async fn the_dashboard_shows_schedules_counts_failures_and_plugins_in_a_browser() {
     let db = TestDb::new().await;
     db.accounts(3).await;
-    let plugins = plugin_dir(&["daily_points", "fixture_permanent"]);
-    let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0"]);
+    let plugins = plugin_dir(&["daily_points", "fixture_permanent", "fixture_flaky"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0", "--retry-base", "10ms"]);
     let url = format!("http://{}/", host.listen_addr().await);
     db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
     db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["k1", "k2"]).await;
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'", 5, Duration::from_secs(60)).await;
+    // Fails twice, then succeeds: one row for the job, not one per attempt.
+    db.enqueue("fixture-flaky", "2026-01-01T00:00:00Z", &["f1"]).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'", 6, Duration::from_secs(60)).await;
 
     let dom = chromium(&["--dump-dom"], &url);
     assert!(dom.contains(r#"<body data-state="ready">"#), "the page's script fetched and drew the data:\n{dom}");
@@ -232,6 +234,8 @@ async fn the_dashboard_shows_schedules_counts_failures_and_plugins_in_a_browser(
     for key in ["k1", "k2"] {
         assert!(text_of(failures).contains(&format!("{key}1failed for goodaccount {key} is closed")), "failure of {key}: {}", text_of(failures));
     }
+    assert_eq!(failures.matches("<tr").count(), 4, "a header and one row per job: {}", text_of(failures));
+    assert!(text_of(failures).contains("f12done since"), "the flaky job's two failures in one row: {}", text_of(failures));
     let plugin = row(&dom, "plugins", "daily-points");
     assert_eq!(plugin[..3], ["daily-points", "0.1.0", &file_digest("daily_points")], "{plugin:?}");
 

@@ -49,7 +49,9 @@ pub struct Failure {
     pub task: String,
     pub slot: DateTime<Utc>,
     pub key: String,
+    /// The latest failed attempt's number, and how many attempts of the job failed.
     pub attempt: i32,
+    pub failures: i64,
     pub error: String,
     pub failed_at: DateTime<Utc>,
     /// Where the job stands now: `failed` (for good), `pending` (will retry) or `done`.
@@ -94,6 +96,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
                 error: r.get(4),
                 failed_at: r.get(5),
                 job_status: r.get(6),
+                failures: r.get(7),
             })
             .collect(),
         topics: topics.iter().map(|r| Topic { topic: r.get(0), pending: r.get(1), dead: r.get(2), delivered: r.get(3) }).collect(),
