@@ -114,3 +114,35 @@ async fn psql_reaches_the_private_cluster_and_stop_stops_it() {
     assert!(out.contains("is not running"), "{out}");
     let _ = std::fs::remove_dir_all(&cluster.socket_dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn enqueue_refuses_unknown_tasks_and_off_calendar_slots_and_holds_future_ones() {
+    let db = TestDb::new().await;
+    db.accounts(3).await;
+    db.client
+        .batch_execute("INSERT INTO almanac.schedules (task, cron, zone, generated_through) VALUES ('daily-points', '0 0 * * *', 'Asia/Shanghai', now())")
+        .await
+        .unwrap();
+    let (code, _, err) = almanac(&db, &["enqueue", "daily-points-typo", "--slot", "2026-03-08", "--key", "1"]);
+    assert!(code != 0 && err.contains("no task \"daily-points-typo\"") && err.contains("daily-points"), "{err}");
+    // Midnight in Shanghai is 16:00 UTC; 10:00 UTC is between two slots.
+    let (code, _, err) = almanac(&db, &["enqueue", "daily-points", "--slot", "2026-03-08T10:00:00Z", "--key", "1"]);
+    assert!(code != 0 && err.contains("is not on daily-points's calendar") && err.contains("--off-calendar"), "{err}");
+    let (code, out, err) = almanac(&db, &["enqueue", "daily-points", "--slot", "2026-03-08T10:00:00Z", "--key", "1", "--off-calendar"]);
+    assert_eq!((code, out.trim()), (0, "enqueued"), "{err}");
+    let (code, _, err) = almanac(&db, &["enqueue", "daily-points", "--slot", "2026-03-08", "--key", "2", "--payload", "{not json"]);
+    assert!(code != 0 && err.contains("--payload is not JSON"), "{err}");
+    let (code, out, err) = almanac(&db, &["enqueue", "daily-points", "--slot", "2030-01-01", "--key", "3", "--payload", r#"{"why":"test"}"#]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("enqueued; it runs from 2029-12-31 16:00:00Z"), "{out}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = '3' AND payload = '{\"why\":\"test\"}' AND run_after = slot").await, 1);
+
+    // A host runs the present job and leaves the future one alone.
+    let plugins = plugin_dir(&["daily_points"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = '1' AND status = 'done'", 1, Duration::from_secs(30)).await;
+    // Its workers have polled since (a claim sees every due row), and key 3 is still waiting.
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = '1' AND completed_at < now() - interval '1 second'", 1, Duration::from_secs(10)).await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = '3' AND status = 'pending' AND attempts = 0").await, 1);
+    host.stop().await;
+}

@@ -153,14 +153,16 @@ impl Schedule {
         })
     }
 
+    /// Whether a slot of this schedule starts exactly at `start`.
+    pub fn is_on_calendar(&self, start: DateTime<Utc>) -> bool {
+        start.checked_sub_signed(TimeDelta::microseconds(1)).is_some_and(|before| self.occurrences_after(before).next() == Some(start))
+    }
+
     /// The slot that starts exactly at `start` (start need not be an occurrence; end =
     /// next occurrence after start).
     pub fn slot_at(&self, start: DateTime<Utc>) -> Slot {
         let end = self.occurrences_after(start).next().unwrap_or(OPEN_END);
-        let on_calendar = start
-            .checked_sub_signed(TimeDelta::microseconds(1))
-            .is_some_and(|before| self.occurrences_after(before).next() == Some(start));
-        self.slot(start, end, on_calendar)
+        self.slot(start, end, self.is_on_calendar(start))
     }
 
     fn slot(&self, start: DateTime<Utc>, end: DateTime<Utc>, on_calendar: bool) -> Slot {

@@ -82,6 +82,12 @@ enum Command {
         slot: String,
         #[arg(long)]
         key: String,
+        /// JSON handed to the job as its payload.
+        #[arg(long)]
+        payload: Option<String>,
+        /// Enqueue a slot that is not on the task's calendar (refused otherwise).
+        #[arg(long)]
+        off_calendar: bool,
     },
     /// List outbox messages, newest first; `outbox retry` sends dead ones back.
     Outbox(outbox::OutboxArgs),
@@ -338,19 +344,29 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
         }
-        Command::Enqueue { task, slot, key } => {
+        Command::Enqueue { task, slot, key, payload, off_calendar } => {
             let url = almanac_db().await?;
-            let pool = db::pool(&db::config(&url, &db::SessionSettings::default())?.role("cli"), 1)?;
-            let conn = pool.get().await.context("cannot connect to the database")?;
-            // TODO(issue 21, item 5): refuse a task no host knows; until then a slot of an
-            // unregistered task is read in UTC.
-            let slot = match registered_schedule(&conn, &task).await? {
-                Some(schedule) => schedule.parse_slot(&slot),
-                None => almanac::calendar::parse_instant(&slot, chrono_tz::UTC),
-            };
-            let slot = slot.map_err(anyhow::Error::msg).context("--slot")?;
-            let new = scheduler::enqueue(&conn, &task, slot, &key).await?;
-            println!("{}", if new { "enqueued" } else { "already present (no-op)" });
+            let (client, _conn) = connect_once(&url).await?;
+            // A task no host registered would leave an orphan job pending forever.
+            let schedule = task_schedule(&client, &task).await?;
+            let slot = schedule.parse_slot(&slot).map_err(anyhow::Error::msg).context("--slot")?;
+            if !off_calendar && !schedule.is_on_calendar(slot) {
+                let near: Vec<String> = schedule.slots_after(slot).take(2).map(|s| format!("{} ({})", s.label, s.start.format("%Y-%m-%d %H:%M:%SZ"))).collect();
+                anyhow::bail!(
+                    "--slot {} is not on {task}'s calendar ({} in {}); the next slots are {}. Give --off-calendar to enqueue it anyway",
+                    slot.format("%Y-%m-%d %H:%M:%SZ"),
+                    schedule.cron(),
+                    schedule.zone(),
+                    near.join(", ")
+                );
+            }
+            let payload = payload.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose().context("--payload is not JSON")?;
+            let new = scheduler::enqueue(&client, &task, slot, &key, payload.as_ref()).await?;
+            match (new, slot > chrono::Utc::now()) {
+                (true, true) => println!("enqueued; it runs from {} (its slot has not started)", slot.format("%Y-%m-%d %H:%M:%SZ")),
+                (true, false) => println!("enqueued"),
+                (false, _) => println!("already present (no-op)"),
+            }
         }
         Command::Jobs(args) => {
             let url = almanac_db().await?;

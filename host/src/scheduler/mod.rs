@@ -23,6 +23,7 @@ pub mod operate;
 
 const LOCK_SCHEDULE: &str = include_str!("lock_schedule.sql");
 const INSERT_JOBS: &str = include_str!("insert_jobs.sql");
+const ENQUEUE: &str = include_str!("enqueue.sql");
 const RECORD_GENERATED: &str = include_str!("record_generated.sql");
 const RECORD_SKIPPED: &str = include_str!("record_skipped.sql");
 const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
@@ -103,10 +104,16 @@ pub async fn register(
     Ok(())
 }
 
-/// Insert one job by identity; false when it already existed.
-pub async fn enqueue(conn: &Object, task: &str, slot: DateTime<Utc>, key: &str) -> Result<bool, tokio_postgres::Error> {
-    let keys = [key];
-    Ok(conn.exec(INSERT_JOBS, &[&task, &slot, &&keys[..]]).await? == 1)
+/// Insert one job by identity, with an optional payload; false when it already existed.
+/// A slot still to come is not run before it starts.
+pub async fn enqueue(
+    client: &impl Sql,
+    task: &str,
+    slot: DateTime<Utc>,
+    key: &str,
+    payload: Option<&serde_json::Value>,
+) -> Result<bool, tokio_postgres::Error> {
+    Ok(client.exec(ENQUEUE, &[&task, &slot, &key, &payload.cloned()]).await? == 1)
 }
 
 /// Generate the due slots of one task, up to the batch bound, in one transaction.
