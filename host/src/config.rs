@@ -117,11 +117,27 @@ impl Config {
     }
 
     /// Refuse overrides of tasks no plugin provides: likely a typo, never ignored.
-    pub fn check_tasks(&self, loaded: &[String]) -> Result<(), ConfigError> {
-        match self.parsed.tasks.keys().find(|name| !loaded.contains(name.get_ref())) {
-            Some(name) => self.invalid(name.span(), format!("unknown task {:?} (loaded: {})", name.get_ref(), loaded.join(", "))),
-            None => Ok(()),
+    ///
+    /// A section for a task this host does not serve is a warning (returned) when
+    /// something explains it: another host registered the task, or a plugin file here
+    /// failed to load (it may be that task's). A name nothing explains is a typo, and
+    /// stops the start.
+    pub fn check_tasks(&self, loaded: &[String], registered: &[String], failed: &[String]) -> Result<Vec<String>, ConfigError> {
+        let mut warnings = Vec::new();
+        for name in self.parsed.tasks.keys() {
+            let task = name.get_ref();
+            let line = self.text[..name.span().start.min(self.text.len())].matches('\n').count() + 1;
+            if loaded.contains(task) {
+                continue;
+            } else if registered.contains(task) {
+                warnings.push(format!("{}:{line}: task {task:?} has no plugin in this host's folder; its section applies on the hosts that serve it", self.file));
+            } else if !failed.is_empty() {
+                warnings.push(format!("{}:{line}: task {task:?} is not loaded here; plugin files that failed to load: {}", self.file, failed.join("; ")));
+            } else {
+                return self.invalid(name.span(), format!("unknown task {task:?} (loaded: {}; no host has registered it)", loaded.join(", ")));
+            }
         }
+        Ok(warnings)
     }
 
     /// The outbox's topics and their sinks (`[outbox.topics.<topic>]`), checked.

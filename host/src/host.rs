@@ -123,6 +123,7 @@ impl Host {
         // Tasks an override may name: those served, and those whose plugin loaded but
         // could not be set up (not a typo, so not a reason to refuse the start).
         let mut known = Vec::new();
+        let mut failed = Vec::new();
         for refusal in folder.scan(&mut conn).await? {
             // A plugin that cannot load is reported and left out; a configuration
             // mistake, or the database going away mid set-up, stops (or restarts) the start.
@@ -130,13 +131,18 @@ impl Host {
                 Refusal::Config(_) => return Err(refusal.into()),
                 _ if refusal.transient() => return Err(refusal.into()),
                 Refusal::Setup { task, .. } => known.push(task),
-                Refusal::Load(_) => {}
+                Refusal::Load(e) => failed.push(e.to_string()),
             }
         }
         if let Some(file) = folder.config() {
             known.extend(loaded.load().tasks());
             known.sort();
-            file.check_tasks(&known)?;
+            // A file that failed to load must not stop the tasks that did: a section that
+            // may be its task's is a warning (config::check_tasks says which are errors).
+            let registered: Vec<String> = scheduler::operate::list(&conn).await?.into_iter().map(|s| s.task).collect();
+            for warning in file.check_tasks(&known, &registered, &failed)? {
+                tracing::warn!("{warning}");
+            }
         }
         if loaded.load().is_empty() {
             tracing::warn!(dir = %options.plugins_dir.display(), "no plugins loaded");

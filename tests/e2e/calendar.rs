@@ -176,7 +176,7 @@ async fn configuration_mistakes_stop_the_start_and_name_the_line() {
     let db = TestDb::new().await;
     let plugins = plugin_dir(&["daily_points"]);
     let cases = [
-        ("[tasks.daily-points]\ncron = \"0 0 * * *\"\n\n[tasks.nope]\npaused = true\n", ":4: unknown task \"nope\" (loaded: daily-points)"),
+        ("[tasks.daily-points]\ncron = \"0 0 * * *\"\n\n[tasks.nope]\npaused = true\n", ":4: unknown task \"nope\" (loaded: daily-points; no host has registered it)"),
         ("[tasks.daily-points]\nzone = \"Asia/Shanghai\"\ncron = \"0 25 * * *\"\n", ":3: invalid cron expression \"0 25 * * *\""),
         ("[tasks.daily-points]\nzone = \"Mars/Olympus\"\n", ":2: unknown time zone \"Mars/Olympus\""),
         ("[tasks.daily-points]\ncatch_up = \"sometimes\"\n", ":2: catch_up \"sometimes\": expected all, latest or window=<duration>"),

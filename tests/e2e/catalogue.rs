@@ -134,3 +134,32 @@ async fn an_invalid_database_url_or_plugins_folder_is_a_clear_error() {
     assert!(!ok);
     assert!(err.contains("error: cannot read plugins directory /nonexistent/plugins: No such file or directory"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_section_for_a_plugin_that_failed_to_load_or_lives_elsewhere_is_a_warning() {
+    let db = TestDb::new().await;
+    db.accounts(2).await;
+    // Another host serves monthly-invoice: its row is in the database.
+    db.client
+        .batch_execute("INSERT INTO almanac.schedules (task, cron, zone, generated_through) VALUES ('monthly-invoice', '0 9 1 * *', 'UTC', now())")
+        .await
+        .unwrap();
+    let plugins = plugin_dir(&["daily_points"]);
+    std::fs::write(plugins.path().join("cleanup_sessions.wasm"), b"\0asm\x0d\0\x01\0\xff\xff").unwrap();
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("almanac.toml");
+    std::fs::write(&config, "[tasks.cleanup-sessions]\npaused = true\n\n[tasks.monthly-invoice]\npaused = true\n\n[tasks.daily-points]\ncatch_up = \"latest\"\n").unwrap();
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--config", config.to_str().unwrap()]);
+    db.enqueue("daily-points", "2026-03-07T16:00:00Z", &["1", "2"]).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 2, Duration::from_secs(30)).await;
+    let log = host.log();
+    let dir = plugins.path().display();
+    for line in [
+        format!("almanac.toml:1: task \"cleanup-sessions\" is not loaded here; plugin files that failed to load: {dir}/cleanup_sessions.wasm: invalid component"),
+        "almanac.toml:4: task \"monthly-invoice\" has no plugin in this host's folder".to_owned(),
+    ] {
+        assert!(log.contains(&line), "missing {line:?} in log:\n{log}");
+    }
+    assert!(host.is_running());
+    host.stop().await;
+}
