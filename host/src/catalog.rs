@@ -57,11 +57,14 @@ pub struct Folder {
     /// Files refused for good, with the digest refused: not tried (or reported) again
     /// until their content changes.
     refused: HashMap<PathBuf, String>,
+    /// Register each task's schedule (a serving host does; `backfill` does not, so that
+    /// a backfill, failed or not, leaves no schedule behind that no host runs).
+    pub register_schedules: bool,
 }
 
 impl Folder {
     pub fn new(runtime: Arc<Runtime>, dir: PathBuf, config: Option<Config>, metrics: Arc<Metrics>) -> Folder {
-        Folder { runtime, dir, config, metrics, loaded: Arc::default(), refused: HashMap::new() }
+        Folder { runtime, dir, config, metrics, loaded: Arc::default(), refused: HashMap::new(), register_schedules: true }
     }
 
     /// The configuration file the folder's plugins are adjusted by, if any.
@@ -146,7 +149,7 @@ impl Folder {
             None => TaskSettings::default(),
         };
         next.check_free(&plugin)?;
-        install(conn, &plugin, &self.runtime.policy, &settings)
+        install(conn, &plugin, &self.runtime.policy, &settings, self.register_schedules)
             .await
             .map_err(|e| Refusal::Setup { file: plugin.path.display().to_string(), task: plugin.name().to_owned(), source: e.into() })?;
         Ok(plugin)
@@ -252,7 +255,7 @@ fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
 /// Give a plugin its tables and its role (its idempotent DDL, checked, then grants of
 /// exactly the tables it declares), record it as loaded and register its schedule.
 /// Setup runs one plugin at a time across hosts.
-async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: &TaskSettings) -> anyhow::Result<()> {
+async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: &TaskSettings, register: bool) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
     let declared: Vec<String> = spec.tables.iter().map(|t| t.name.clone()).collect();
@@ -273,7 +276,9 @@ async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: 
         &[&plugin.name(), &plugin.digest, &spec.version],
     )
     .await?;
-    scheduler::register(&*tx, spec, settings).await?;
+    if register {
+        scheduler::register(&*tx, spec, settings).await?;
+    }
     tx.commit().await?;
     Ok(())
 }

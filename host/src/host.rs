@@ -34,6 +34,9 @@ pub struct Options {
     pub watch: bool,
     /// Where the host counts what it does (exported by `--listen`).
     pub metrics: Arc<Metrics>,
+    /// Register the served tasks' schedules. Defaults to true; `backfill` generates a
+    /// range without making the task scheduled.
+    pub register_schedules: bool,
     /// A connection string straight to PostgreSQL, when the main one leads through a
     /// transaction-pooling pooler: what needs a session (LISTEN, migrations) uses it.
     pub direct_url: Option<String>,
@@ -55,6 +58,7 @@ impl Options {
             shutdown_grace: Duration::from_secs(30),
             watch: false,
             metrics: Arc::default(),
+            register_schedules: true,
             direct_url: None,
         }
     }
@@ -119,6 +123,7 @@ impl Host {
         let topics = file.as_ref().map(|f| f.outbox()).transpose()?.unwrap_or_default();
         let dispatcher = outbox::Dispatcher::new(&topics, outbox::Options::default())?;
         let mut folder = Folder::new(runtime, options.plugins_dir.clone(), file, options.metrics.clone());
+        folder.register_schedules = options.register_schedules;
         let loaded = folder.loaded.clone();
         // Tasks an override may name: those served, and those whose plugin loaded but
         // could not be set up (not a typo, so not a reason to refuse the start).

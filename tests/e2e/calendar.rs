@@ -169,6 +169,17 @@ async fn backfill_generates_a_range_once() {
     );
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 12);
     assert_eq!(db.count("SELECT count(*) FROM almanac.slots WHERE status = 'generated' AND reason = 'backfill' AND jobs = 4").await, 3);
+    // A backfill generates a range; it does not make the task scheduled, so a failed one
+    // (here: a range reaching into the future) leaves nothing behind either.
+    assert_eq!(db.count("SELECT count(*) FROM almanac.schedules").await, 0);
+    let failed = std::process::Command::new(almanac_bin())
+        .args(["backfill", "daily-points", "--from", "2026-03-01", "--to", "2099-01-01", "--plugins"])
+        .arg(plugins.path())
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .unwrap();
+    assert!(!failed.status.success() && String::from_utf8_lossy(&failed.stderr).contains("is in the future"));
+    assert_eq!(db.count("SELECT count(*) FROM almanac.schedules").await, 0, "no schedule row left behind");
 }
 
 #[tokio::test(flavor = "multi_thread")]

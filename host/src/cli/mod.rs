@@ -243,6 +243,7 @@ impl RunArgs {
             shutdown_grace: self.shutdown_grace,
             watch: !self.no_watch,
             metrics: Default::default(),
+            register_schedules: true,
             direct_url: None,
         }
     }

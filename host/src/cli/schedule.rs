@@ -173,6 +173,7 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
     let options = host::Options {
         config: args.config.clone(),
         shutdown_grace: std::time::Duration::from_secs(1),
+        register_schedules: false,
         ..host::Options::new(args.plugins.clone(), data_dir)
     };
     let host = host::Host::start(url, options.clone(), &shutdown).await?;
