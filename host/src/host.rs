@@ -85,21 +85,20 @@ impl Host {
         // folder watch (the outbox dispatcher has a pool of its own).
         let pool = crate::db::pool(&target.role("worker"), options.executor.workers + 5)?;
         let mut conn = crate::db::connect(&pool, shutdown).await?;
-        let direct = options.direct_url.as_deref().map(|url| crate::db::config(url, &options.session)).transpose()?;
+        // What needs a session (migrating, LISTEN) never goes through a transaction pooler.
         let session = match crate::db::pooled() {
             false => Some(target.clone()),
-            true => direct.clone(),
+            true => options.direct_url.as_deref().map(|url| crate::db::direct(url, &options.session)).transpose()?,
         };
         if options.migrate {
-            // Migrating holds a session's advisory lock: never through a transaction pooler.
-            let applied = match &session {
-                Some(session) if crate::db::pooled() => {
-                    let (mut client, connection) = session.role("migrate").connect().await?;
+            let applied = match (crate::db::pooled(), &session) {
+                (false, _) => migrate::run(&mut conn).await?,
+                (true, Some(direct)) => {
+                    let (mut client, connection) = direct.role("migrate").connect().await?;
                     tokio::spawn(connection);
                     migrate::run(&mut client).await?
                 }
-                Some(_) => migrate::run(&mut conn).await?,
-                None => {
+                (true, None) => {
                     migrate::check_current(&**conn).await?;
                     Vec::new()
                 }

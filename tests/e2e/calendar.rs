@@ -23,16 +23,6 @@ async fn latest_slot(db: &TestDb) -> DateTime<Utc> {
         .start
 }
 
-async fn behind(db: &TestDb, task: &str, cron: &str, zone: &str, cursor: DateTime<Utc>) {
-    db.client
-        .execute(
-            "INSERT INTO almanac.schedules (task, cron, zone, generated_through) VALUES ($1, $2, $3, $4)",
-            &[&task, &cron, &zone, &cursor],
-        )
-        .await
-        .unwrap();
-}
-
 fn config_file(text: &str) -> tempfile::NamedTempFile {
     let file = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
     std::fs::write(file.path(), text).unwrap();
@@ -47,7 +37,7 @@ async fn ten_days_of_downtime_catch_up_as_the_policy_says() {
         let db = TestDb::new().await;
         db.accounts(2).await;
         let latest = latest_slot(&db).await;
-        behind(&db, "daily-points", "0 0 * * *", "Asia/Shanghai", latest - chrono::Duration::days(10)).await;
+        db.schedule("daily-points", "0 0 * * *", "Asia/Shanghai", latest - chrono::Duration::days(10)).await;
         let config = config_file(&format!("[tasks.daily-points]\ncatch_up = \"{policy}\"\n"));
         let host = HostProc::spawn(&db, plugins.path(), &["--config", config.path().to_str().unwrap()]);
         runs.push((policy, generated, db, host, config, latest));
@@ -85,7 +75,7 @@ async fn slots_do_not_depend_on_the_process_or_session_time_zone() {
     db.accounts(1).await;
     db.client.batch_execute(&format!("ALTER DATABASE {} SET timezone TO 'Pacific/Kiritimati'", db.name)).await.unwrap();
     let latest = latest_slot(&db).await;
-    behind(&db, "daily-points", "0 0 * * *", "Asia/Shanghai", latest - chrono::Duration::days(3)).await;
+    db.schedule("daily-points", "0 0 * * *", "Asia/Shanghai", latest - chrono::Duration::days(3)).await;
     let plugins = plugin_dir(&["daily_points"]);
     let mut host = HostProc::spawn_with_env(&db, plugins.path(), &[], &[("TZ", "America/Los_Angeles"), ("PGTZ", "Asia/Kolkata")]);
     db.wait_count("SELECT count(*) FROM almanac.slots", 3, Duration::from_secs(30)).await;
@@ -207,7 +197,7 @@ async fn configuration_mistakes_stop_the_start_and_name_the_line() {
 #[tokio::test(flavor = "multi_thread")]
 async fn schedules_can_be_listed_previewed_paused_and_resumed() {
     let db = TestDb::new().await;
-    behind(&db, "daily-points", "0 0 * * *", "Asia/Shanghai", "2026-03-01T16:00:00Z".parse().unwrap()).await;
+    db.schedule("daily-points", "0 0 * * *", "Asia/Shanghai", "2026-03-01T16:00:00Z".parse().unwrap()).await;
     let almanac = |args: &[&str]| {
         let (code, stdout, stderr) = crate::support::almanac(&db.url, args);
         (code == 0, stdout, stderr)

@@ -140,10 +140,7 @@ async fn a_section_for_a_plugin_that_failed_to_load_or_lives_elsewhere_is_a_warn
     let db = TestDb::new().await;
     db.accounts(2).await;
     // Another host serves monthly-invoice: its row is in the database.
-    db.client
-        .batch_execute("INSERT INTO almanac.schedules (task, cron, zone, generated_through) VALUES ('monthly-invoice', '0 9 1 * *', 'UTC', now())")
-        .await
-        .unwrap();
+    db.schedule("monthly-invoice", "0 9 1 * *", "UTC", chrono::Utc::now()).await;
     let plugins = plugin_dir(&["daily_points"]);
     std::fs::write(plugins.path().join("cleanup_sessions.wasm"), b"\0asm\x0d\0\x01\0\xff\xff").unwrap();
     let config_dir = tempfile::tempdir().unwrap();

@@ -11,10 +11,7 @@ async fn the_same_identity_twice_is_one_job_and_one_effect() {
     let db = TestDb::new().await;
     db.accounts(3).await;
     // The task is known (as a host registers it), with no slot due.
-    db.client
-        .batch_execute("INSERT INTO almanac.schedules (task, cron, zone, generated_through) VALUES ('daily-points', '0 0 * * *', 'Asia/Shanghai', now())")
-        .await
-        .unwrap();
+    db.schedule("daily-points", "0 0 * * *", "Asia/Shanghai", chrono::Utc::now()).await;
     let enqueue = || {
         std::process::Command::new(almanac_bin())
             .args(["enqueue", "daily-points", "--slot", "2026-03-07T16:00:00Z", "--key", "2"])

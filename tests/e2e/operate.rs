@@ -119,10 +119,7 @@ async fn psql_reaches_the_private_cluster_and_stop_stops_it() {
 async fn enqueue_refuses_unknown_tasks_and_off_calendar_slots_and_holds_future_ones() {
     let db = TestDb::new().await;
     db.accounts(3).await;
-    db.client
-        .batch_execute("INSERT INTO almanac.schedules (task, cron, zone, generated_through) VALUES ('daily-points', '0 0 * * *', 'Asia/Shanghai', now())")
-        .await
-        .unwrap();
+    db.schedule("daily-points", "0 0 * * *", "Asia/Shanghai", chrono::Utc::now()).await;
     let (code, _, err) = almanac(&db, &["enqueue", "daily-points-typo", "--slot", "2026-03-08", "--key", "1"]);
     assert!(code != 0 && err.contains("no task \"daily-points-typo\"") && err.contains("daily-points"), "{err}");
     // Midnight in Shanghai is 16:00 UTC; 10:00 UTC is between two slots.

@@ -43,17 +43,19 @@ impl Default for SessionSettings {
 }
 
 /// `url` (a `postgres://` URL, `key=value` pairs, or empty for the `PG*` environment)
-/// with the host's session settings.
+/// with the host's session settings, unless it leads through a transaction pooler, which
+/// refuses (or would share) session settings: they are the role's or the server's there
+/// (see check_pooled_settings).
 pub fn config(url: &str, settings: &SessionSettings) -> Result<Target, DbError> {
-    let mut target = Target::new(url)?;
-    if pooled() {
-        // A transaction pooler refuses (or would share) session settings: they are the
-        // role's or the server's there (see check_pooled_settings).
-        if target.config.get_connect_timeout().is_none() {
-            target.config.connect_timeout(Duration::from_secs(10));
-        }
-        return Ok(target);
+    match pooled() {
+        true => Target::new(url),
+        false => direct(url, settings),
     }
+}
+
+/// `url` straight to PostgreSQL, with the host's session settings.
+pub fn direct(url: &str, settings: &SessionSettings) -> Result<Target, DbError> {
+    let mut target = Target::new(url)?;
     // client_connection_check_interval makes the server notice a host that died while
     // its statement runs (e.g. in pg_sleep), so the job's row lock is released promptly.
     let ours = format!(
@@ -66,9 +68,6 @@ pub fn config(url: &str, settings: &SessionSettings) -> Result<Target, DbError> 
         _ => ours,
     };
     target.config.options(options);
-    if target.config.get_connect_timeout().is_none() {
-        target.config.connect_timeout(Duration::from_secs(10));
-    }
     Ok(target)
 }
 

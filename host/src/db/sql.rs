@@ -124,36 +124,37 @@ macro_rules! sql_for {
 
 sql_for!(tokio_postgres::Client, tokio_postgres::Transaction<'_>);
 
-/// A pooled connection keeps its statements prepared when direct.
+/// A pooled connection keeps its statements prepared when direct; through a pooler it
+/// sends them as any client does.
 impl Sql for deadpool_postgres::Object {
     async fn rows(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>, Error> {
         if pooled() {
-            return self.query_typed(sql, &typed(params)).await;
+            return client(self).rows(sql, params).await;
         }
-        let statement = self.prepare_cached(sql).await?;
-        self.query(&statement, &untyped(params)).await
+        self.query(&self.prepare_cached(sql).await?, &untyped(params)).await
     }
     async fn one(&self, sql: &str, params: &[&dyn Param]) -> Result<Row, Error> {
         if pooled() {
-            return self.query_typed_one(sql, &typed(params)).await;
+            return client(self).one(sql, params).await;
         }
-        let statement = self.prepare_cached(sql).await?;
-        self.query_one(&statement, &untyped(params)).await
+        self.query_one(&self.prepare_cached(sql).await?, &untyped(params)).await
     }
     async fn opt(&self, sql: &str, params: &[&dyn Param]) -> Result<Option<Row>, Error> {
         if pooled() {
-            return self.query_typed_opt(sql, &typed(params)).await;
+            return client(self).opt(sql, params).await;
         }
-        let statement = self.prepare_cached(sql).await?;
-        self.query_opt(&statement, &untyped(params)).await
+        self.query_opt(&self.prepare_cached(sql).await?, &untyped(params)).await
     }
     async fn exec(&self, sql: &str, params: &[&dyn Param]) -> Result<u64, Error> {
         if pooled() {
-            return self.execute_typed(sql, &typed(params)).await;
+            return client(self).exec(sql, params).await;
         }
-        let statement = self.prepare_cached(sql).await?;
-        self.execute(&statement, &untyped(params)).await
+        self.execute(&self.prepare_cached(sql).await?, &untyped(params)).await
     }
+}
+
+fn client(object: &deadpool_postgres::Object) -> &tokio_postgres::Client {
+    object
 }
 
 /// One of the host's hot statements: prepared on its connection ahead of use when

@@ -98,6 +98,9 @@ impl Target {
             _ => tokio_postgres::config::SslMode::Require,
         });
         config.application_name(&base_name);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
         Ok(Target { config, tls, sslmode, base_name })
     }
 

@@ -148,6 +148,14 @@ impl TestDb {
             .expect("seed accounts");
     }
 
+    /// `task`'s schedule row, as a host registers it, with its cursor at `cursor`.
+    pub async fn schedule(&self, task: &str, cron: &str, zone: &str, cursor: chrono::DateTime<chrono::Utc>) {
+        self.client
+            .execute("INSERT INTO almanac.schedules (task, cron, zone, generated_through) VALUES ($1, $2, $3, $4)", &[&task, &cron, &zone, &cursor])
+            .await
+            .expect("insert a schedule");
+    }
+
     /// Insert jobs of `task` for one slot (RFC 3339), one per key.
     pub async fn enqueue(&self, task: &str, slot: &str, keys: &[&str]) {
         self.client
