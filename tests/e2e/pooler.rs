@@ -31,7 +31,17 @@ async fn a_backlog_runs_through_pgbouncer_and_survives_its_restart() {
     let at_restart = db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await;
     assert!(at_restart < 3000, "the restart came mid-run ({at_restart} done)");
     eprintln!("pooler restarted with {at_restart} of 3000 jobs done");
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 3000, Duration::from_secs(120)).await;
+    // On a timeout, say where the missing jobs stand and what holds the database.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await < 3000 {
+        if std::time::Instant::now() > deadline {
+            eprintln!("{:?}", db.client.query("SELECT status || ' ' || attempts || ' ' || crashes || ' ' || coalesce(last_error,'-') || ' ' || (run_after - now())::text FROM almanac.jobs WHERE status <> 'done'", &[]).await.unwrap().iter().map(|r| r.get::<_,String>(0)).collect::<Vec<_>>());
+            eprintln!("{:?}", db.client.query("SELECT coalesce(application_name,'') || ' ' || coalesce(state,'') || ' ' || left(coalesce(query,''),80) FROM pg_stat_activity WHERE datname = current_database()", &[]).await.unwrap().iter().map(|r| r.get::<_,String>(0)).collect::<Vec<_>>());
+            eprintln!("{:?}", db.client.query("SELECT row_to_json(c)::text FROM almanac.claims c", &[]).await.unwrap().iter().map(|r| r.get::<_,String>(0)).collect::<Vec<_>>());
+            panic!("timed out after 120s: not every job is done; logs:\n{}\n{}", a.log(), b.log());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points <> 10").await, 0, "every account exactly once");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status <> 'done'").await, 0);
     for host in [&a, &b] {

@@ -58,15 +58,22 @@ impl Bouncer {
     }
 
     fn kill(&mut self) {
-        // runuser forks: the pid file names PgBouncer itself.
+        // runuser forks: the pid file names PgBouncer itself. runuser reaps it and then
+        // exits, so waiting for runuser means PgBouncer is gone and its port free; killing
+        // runuser first would leave PgBouncer holding the port while a new one starts.
         let pidfile = self.dir.join("pgbouncer.pid");
-        if let Some(pid) = std::fs::read_to_string(&pidfile).ok().and_then(|p| p.trim().parse::<i32>().ok()) {
-            // SAFETY: kill has no memory effects; a stale pid at worst gets ESRCH.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            let _ = std::fs::remove_file(&pidfile);
-        }
+        let pid = std::fs::read_to_string(&pidfile).ok().and_then(|p| p.trim().parse::<i32>().ok());
+        let _ = std::fs::remove_file(&pidfile);
         if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
+            match pid {
+                // SAFETY: kill has no memory effects; a stale pid at worst gets ESRCH.
+                Some(pid) => unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                },
+                None => {
+                    let _ = child.kill();
+                }
+            }
             let _ = child.wait();
         }
     }
@@ -85,6 +92,10 @@ impl Bouncer {
         // Ready when a query goes through it to the server.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
+            // One that exited (a port still taken, a bad file) will never answer.
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                return Err(ClusterError::Command { command: "pgbouncer".into(), detail: format!("exited with {status}; log:\n{}", self.log()) });
+            }
             if let Ok((client, connection)) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await {
                 tokio::spawn(connection);
                 if client.simple_query("SELECT 1").await.is_ok() {

@@ -19,6 +19,15 @@ use crate::db::Sql;
 
 const RECORD_CLAIM: &str = include_str!("record_claim.sql");
 const SWEEP_CLAIMS: &str = include_str!("sweep_claims.sql");
+/// Whether claims are kept. A claim names the server session running the job; through a
+/// transaction pooler a client has no session of its own (its transactions land on
+/// shared server connections, which outlive it), so a crash cannot be told from a claim
+/// there, and a sweep keyed by a shared backend would wait on live jobs' locks. Through a
+/// pooler, jobs that crash their host are retried without being counted as crashes.
+fn tracked() -> bool {
+    !crate::db::pooled()
+}
+
 const WHO: &str = "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
 
 /// A server connection, as pg_stat_activity names it: a backend's pid is reused, its
@@ -73,6 +82,9 @@ impl Recorder {
 
     /// Commit that `backend` holds `jobs` from now on.
     pub async fn record(&self, backend: Backend, jobs: Vec<Held>) -> Result<(), RecordError> {
+        if !tracked() {
+            return Ok(());
+        }
         let (done, answer) = oneshot::channel();
         self.requests.send(Request { backend, jobs, done }).map_err(|_| RecordError("the host is shutting down".into()))?;
         answer.await.map_err(|_| RecordError("the host is shutting down".into()))?.map_err(RecordError)
@@ -157,6 +169,9 @@ pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql)) -> Result<
 
 /// Sweep once, saying what was found.
 pub async fn sweep_once(pool: &Pool, shutdown: &CancellationToken) {
+    if !tracked() {
+        return;
+    }
     let Ok(conn) = crate::db::connect(pool, shutdown).await else { return };
     match sweep(&**conn).await {
         Ok(swept) if swept.crashed + swept.marked > 0 => tracing::warn!(
@@ -173,6 +188,9 @@ pub async fn sweep_once(pool: &Pool, shutdown: &CancellationToken) {
 /// Sweep every `every` until `shutdown` (the executor sweeps once itself before its
 /// workers claim anything, so a host restarting after a crash counts it first).
 pub async fn sweep_loop(pool: Pool, every: std::time::Duration, shutdown: CancellationToken) {
+    if !tracked() {
+        return;
+    }
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
