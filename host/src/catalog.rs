@@ -38,6 +38,9 @@ pub enum Refusal {
     Config(#[from] ConfigError),
     #[error("{file}: {}", crate::db::error_chain(&**.source))]
     Setup { file: String, task: String, source: Box<dyn std::error::Error + Send + Sync> },
+    /// Its file (or plugin) disagrees with the stored schedule every host runs by.
+    #[error("{file}: {source}")]
+    Disagrees { file: String, source: scheduler::applied::Disagreement },
 }
 
 impl Refusal {
@@ -149,9 +152,18 @@ impl Folder {
             None => TaskSettings::default(),
         };
         next.check_free(&plugin)?;
-        install(conn, &plugin, &self.runtime.policy, &settings, self.register_schedules)
-            .await
-            .map_err(|e| Refusal::Setup { file: plugin.path.display().to_string(), task: plugin.name().to_owned(), source: e.into() })?;
+        // Where this host's idea of the schedule comes from, for a disagreement's message.
+        let source = match self.config.as_ref().and_then(|c| c.section_of(plugin.name())) {
+            Some(section) => section,
+            None => format!("{} (as its plugin declares it)", plugin.path.display()),
+        };
+        let file = plugin.path.display().to_string();
+        install(conn, &plugin, &self.runtime.policy, &settings, self.register_schedules.then_some(source.as_str())).await.map_err(|e| {
+            match e.downcast::<scheduler::applied::Disagreement>() {
+                Ok(source) => Refusal::Disagrees { file, source },
+                Err(e) => Refusal::Setup { file, task: plugin.name().to_owned(), source: e.into() },
+            }
+        })?;
         Ok(plugin)
     }
 
@@ -255,7 +267,7 @@ fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
 /// Give a plugin its tables and its role (its idempotent DDL, checked, then grants of
 /// exactly the tables it declares), record it as loaded and register its schedule.
 /// Setup runs one plugin at a time across hosts.
-async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: &TaskSettings, register: bool) -> anyhow::Result<()> {
+async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: &TaskSettings, register: Option<&str>) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
     let declared: Vec<String> = spec.tables.iter().map(|t| t.name.clone()).collect();
@@ -276,8 +288,13 @@ async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: 
         &[&plugin.name(), &plugin.digest, &spec.version],
     )
     .await?;
-    if register {
-        scheduler::register(&*tx, spec, settings).await?;
+    if let Some(source) = register {
+        match scheduler::applied::register(&*tx, spec, settings, source).await {
+            Ok(()) => {}
+            Err(scheduler::applied::RegisterError::Db(e)) => return Err(e.into()),
+            // Nothing of the set-up is kept: the task is not served here.
+            Err(scheduler::applied::RegisterError::Disagrees(d)) => return Err(d.into()),
+        }
     }
     tx.commit().await?;
     Ok(())

@@ -116,6 +116,13 @@ impl Config {
         Ok(TaskSettings { start_at, paused: o.paused, horizon })
     }
 
+    /// `file:line` of `task`'s section, if the file has one.
+    pub fn section_of(&self, task: &str) -> Option<String> {
+        let (name, _) = self.parsed.tasks.iter().find(|(name, _)| name.get_ref() == task)?;
+        let line = self.text[..name.span().start.min(self.text.len())].matches('\n').count() + 1;
+        Some(format!("{}:{line}", self.file))
+    }
+
     /// Refuse overrides of tasks no plugin provides: likely a typo, never ignored.
     ///
     /// A section for a task this host does not serve is a warning (returned) when

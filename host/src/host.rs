@@ -135,6 +135,7 @@ impl Host {
                 Refusal::Config(_) => return Err(refusal.into()),
                 _ if refusal.transient() => return Err(refusal.into()),
                 Refusal::Setup { task, .. } => known.push(task),
+                Refusal::Disagrees { source, .. } => known.push(source.task),
                 Refusal::Load(e) => failed.push(e.to_string()),
             }
         }

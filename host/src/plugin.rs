@@ -267,6 +267,7 @@ impl Runtime {
             digest,
             spec: TaskSpec::placeholder(),
             role: None,
+            applied: arc_swap::ArcSwapOption::empty(),
         };
         let info = plugin
             .describe()
@@ -358,11 +359,23 @@ pub struct Plugin {
     pub spec: TaskSpec,
     /// The database role its statements run under; none while `describe()` runs.
     role: Option<Arc<crate::access::Role>>,
+    /// The stored schedule, as the scheduler last read it (None: as declared).
+    applied: arc_swap::ArcSwapOption<crate::task::Applied>,
 }
 
 impl Plugin {
     pub fn name(&self) -> &str {
         &self.spec.name
+    }
+
+    /// The schedule this task runs by: the stored one once the scheduler has read it.
+    pub fn applied(&self) -> Arc<crate::task::Applied> {
+        self.applied.load_full().unwrap_or_else(|| Arc::new(crate::task::Applied::declared(&self.spec)))
+    }
+
+    /// Follow a stored schedule read by the scheduler.
+    pub fn follow(&self, applied: crate::task::Applied) {
+        self.applied.store(Some(Arc::new(applied)));
     }
 
     fn store(&self, conn: Lent, fields: CallFields) -> (Store<HostState>, Instant) {

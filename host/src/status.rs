@@ -21,6 +21,8 @@ pub struct TaskStatus {
     pub running: i64,
     pub done: i64,
     pub failed: i64,
+    /// Jobs an operator discarded (`almanac discard`): kept, never run.
+    pub discarded: i64,
     pub oldest_pending_seconds: Option<f64>,
     pub last_error: Option<String>,
     /// Outbox messages the task's jobs published that wait for delivery.
@@ -61,6 +63,7 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 failed: r.get(8),
                 oldest_pending_seconds: r.get(9),
                 last_error: r.get(10),
+                discarded: r.get(11),
                 outbox_pending: messages.pending,
                 outbox_dead: messages.dead,
                 outbox_delivered: messages.delivered,
@@ -83,6 +86,10 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         let error = s.last_error.clone().unwrap_or_default().replace('\n', " ");
         let (column, below) = if error.chars().count() > 60 { ("(below)".to_owned(), Some(error)) } else { (error, None) };
         let task = if s.paused { format!("{} (paused)", s.task) } else { s.task.clone() };
+        let column = match s.discarded {
+            0 => column,
+            n => format!("({n} discarded) {column}"),
+        };
         out.push_str(&format!(
             "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
             task, at(s.cursor), at(s.next_slot), s.pending, s.running, s.done, s.failed, oldest, column

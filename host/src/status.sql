@@ -13,8 +13,9 @@ SELECT t.task,
        extract(epoch FROM now() - min(j.created_at) FILTER (WHERE j.status = 'pending'))::float8
                                                                          AS oldest_pending_s,
        (SELECT left(last_error, 4096) FROM ONLY almanac.jobs e
-         WHERE e.task = t.task AND e.last_error IS NOT NULL
-         ORDER BY e.completed_at DESC NULLS LAST, e.run_after DESC LIMIT 1) AS last_error
+         WHERE e.task = t.task AND e.last_error IS NOT NULL AND e.status <> 'discarded'
+         ORDER BY e.completed_at DESC NULLS LAST, e.run_after DESC LIMIT 1) AS last_error,
+       count(j.*) FILTER (WHERE j.status = 'discarded')                  AS discarded
 FROM tasks t
 LEFT JOIN ONLY almanac.schedules s ON s.task = t.task
 LEFT JOIN ONLY almanac.jobs j ON j.task = t.task

@@ -141,8 +141,22 @@ impl CatchUp {
     }
 }
 
-impl TaskSpec {
-    /// A slot of this task's schedule as the plugin sees it (WIT `slot`).
+/// The schedule a task runs by: the one stored in the database, the same for every host
+/// (see `scheduler::applied`), as this host last saw it. Revision 0: as loaded, not yet
+/// compared with the stored one.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub revision: i64,
+    pub schedule: Schedule,
+    pub catch_up: CatchUp,
+}
+
+impl Applied {
+    pub fn declared(spec: &TaskSpec) -> Applied {
+        Applied { revision: 0, schedule: spec.schedule.clone(), catch_up: spec.catch_up }
+    }
+
+    /// A slot of this schedule as the plugin sees it (WIT `slot`).
     pub fn wit_slot(&self, slot: &Slot) -> WitSlot {
         WitSlot {
             start: slot.start.timestamp_micros(),

@@ -6,6 +6,7 @@ mod core;
 mod bench;
 mod calendar;
 mod catalogue;
+mod changes;
 mod faults;
 mod hardening;
 mod operate;

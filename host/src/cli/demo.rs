@@ -66,7 +66,8 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
     }
     let missed = &recent[recent.len() - args.days..];
     let cursor = recent[recent.len() - args.days - 1].start;
-    scheduler::operate::set_cursor(&conn, TASK, cursor).await?;
+    let origin = scheduler::applied::origin("demo");
+    scheduler::operate::set_cursor(&conn, TASK, cursor, &origin, Some("the demo's simulated outage")).await?;
     println!(
         "   schedule: `{}` in {}; the host was last up at {}; missed: {}",
         schedule.cron(),

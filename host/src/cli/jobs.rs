@@ -1,4 +1,4 @@
-//! The operator's commands: `jobs`, `retry`, `prune`.
+//! The operator's commands: `jobs`, `retry`, `discard`, `prune`.
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use almanac::executor::operate;
 #[derive(clap::Args)]
 pub struct JobsArgs {
     /// Only jobs in this state.
-    #[arg(long, value_parser = ["pending", "done", "failed"])]
+    #[arg(long, value_parser = ["pending", "done", "failed", "discarded"])]
     status: Option<String>,
     /// Only jobs of this task.
     #[arg(long)]
@@ -70,9 +70,41 @@ pub async fn retry(url: &str, args: RetryArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+#[derive(clap::Args)]
+pub struct DiscardArgs {
+    /// The task whose pending or failed jobs must never run.
+    #[arg(long)]
+    task: String,
+    /// Only this slot (the forms `retry --slot` takes).
+    #[arg(long)]
+    slot: Option<String>,
+    /// Only this key.
+    #[arg(long)]
+    key: Option<String>,
+    /// Every pending and failed job of the task (required without --slot or --key).
+    #[arg(long, conflicts_with_all = ["slot", "key"])]
+    all: bool,
+    /// Why, stored on each job and recorded with the change.
+    #[arg(long)]
+    reason: String,
+}
+
+pub async fn discard(url: &str, args: DiscardArgs) -> anyhow::Result<ExitCode> {
+    if !args.all && args.slot.is_none() && args.key.is_none() {
+        anyhow::bail!("say which jobs: --slot and/or --key, or --all for every pending and failed job of {}", args.task);
+    }
+    let (client, _conn) = super::connect_once(url).await?;
+    let schedule = super::task_schedule(&client, &args.task).await?;
+    let slot = args.slot.as_deref().map(|s| schedule.parse_slot(s)).transpose().map_err(anyhow::Error::msg).context("--slot")?;
+    let origin = almanac::scheduler::applied::origin("discard");
+    let n = operate::discard(&client, &args.task, slot, args.key.as_deref(), &origin, &args.reason).await?;
+    println!("{n} pending or failed job(s) of {} discarded: kept as evidence, never run, pruned like done jobs", args.task);
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn prune(url: &str, older_than: Duration) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
     let deleted = operate::prune(&client, older_than).await?;
-    println!("pruned {deleted} done job(s) older than {}", almanac::task::format_duration(older_than));
+    println!("pruned {deleted} done or discarded job(s) older than {}", almanac::task::format_duration(older_than));
     Ok(ExitCode::SUCCESS)
 }

@@ -68,6 +68,8 @@ enum Command {
     Jobs(jobs::JobsArgs),
     /// Send failed jobs back to pending (their attempt history is kept).
     Retry(jobs::RetryArgs),
+    /// Mark pending or failed jobs as never to run (kept as evidence, recorded).
+    Discard(jobs::DiscardArgs),
     /// Delete done jobs older than a duration; refused inside any task's backfill horizon.
     Prune {
         #[arg(long, value_parser = humantime::parse_duration)]
@@ -98,10 +100,27 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Stop generating new slots for TASK (jobs already generated still run).
-    Pause { task: String },
-    /// Generate TASK's slots again, catching up per its policy.
-    Resume { task: String },
+    /// Make the plugins' schedules, as almanac.toml adjusts them, the ones every host
+    /// runs by (recorded; running hosts follow on their next tick).
+    Apply(schedule::ApplyArgs),
+    /// Move TASK's cursor: where its schedule resumes generating (recorded).
+    Cursor(schedule::CursorArgs),
+    /// Stop generating new slots for TASK (jobs already generated still run; recorded).
+    Pause {
+        task: String,
+        /// Why, recorded with the change.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Generate TASK's slots again, catching up per its policy (recorded).
+    Resume {
+        task: String,
+        /// Why, recorded with the change.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Delete TASK's schedule for good (recorded); its done jobs stay as evidence.
+    Forget(schedule::ForgetArgs),
     /// Generate every slot of TASK in a range (idempotent).
     Backfill(schedule::BackfillArgs),
     /// Measure Almanac next to the physical limit (floor) on a private cluster.
@@ -377,6 +396,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let url = almanac_db().await?;
             return jobs::retry(&url, args).await;
         }
+        Command::Discard(args) => {
+            let url = almanac_db().await?;
+            return jobs::discard(&url, args).await;
+        }
         Command::Prune { older_than } => {
             let url = almanac_db().await?;
             return jobs::prune(&url, older_than).await;
@@ -392,13 +415,25 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let url = almanac_db().await?;
             return schedule::schedules(&url, json).await;
         }
-        Command::Pause { task } => {
+        Command::Pause { task, reason } => {
             let url = almanac_db().await?;
-            return schedule::set_paused(&url, &task, true).await;
+            return schedule::set_paused(&url, &task, true, reason.as_deref()).await;
         }
-        Command::Resume { task } => {
+        Command::Resume { task, reason } => {
             let url = almanac_db().await?;
-            return schedule::set_paused(&url, &task, false).await;
+            return schedule::set_paused(&url, &task, false, reason.as_deref()).await;
+        }
+        Command::Apply(args) => {
+            let url = almanac_db().await?;
+            return schedule::apply(&url, &cli.data_dir, args).await;
+        }
+        Command::Cursor(args) => {
+            let url = almanac_db().await?;
+            return schedule::cursor(&url, args).await;
+        }
+        Command::Forget(args) => {
+            let url = almanac_db().await?;
+            return schedule::forget(&url, args).await;
         }
         Command::Backfill(args) => {
             let url = almanac_db().await?;

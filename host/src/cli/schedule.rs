@@ -1,4 +1,5 @@
-//! The calendar commands: `slots` (preview), `schedules`, `pause`/`resume`, `backfill`.
+//! The calendar commands: `slots` (preview), `schedules`, `backfill`, and the
+//! deliberate, recorded changes: `apply`, `cursor`, `pause`/`resume`, `forget`.
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -9,6 +10,7 @@ use serde::Serialize;
 
 use almanac::calendar::Schedule;
 use almanac::calendar::parse_instant;
+use almanac::scheduler::applied;
 use almanac::{host, scheduler};
 
 /// `almanac slots`: which instants a schedule means, in local and UTC time.
@@ -139,13 +141,151 @@ pub async fn schedules(url: &str, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn set_paused(url: &str, task: &str, paused: bool) -> anyhow::Result<ExitCode> {
+pub async fn set_paused(url: &str, task: &str, paused: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
-    if !scheduler::operate::set_paused(&client, task, paused).await? {
+    let command = if paused { "pause" } else { "resume" };
+    let Some(was) = scheduler::operate::set_paused(&client, task, paused, &applied::origin(command), reason).await? else {
         let known: Vec<String> = scheduler::operate::list(&client).await?.into_iter().map(|r| r.task).collect();
         bail!("no schedule for task {task:?} (known: {})", known.join(", "));
+    };
+    let state = if paused { "paused" } else { "resumed" };
+    match was == paused {
+        true => println!("{task} already {state} (nothing recorded)"),
+        false => println!("{task} {state}"),
     }
-    println!("{task} {}", if paused { "paused" } else { "resumed" });
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `almanac cursor`: where TASK's schedule resumes generating.
+#[derive(clap::Args)]
+pub struct CursorArgs {
+    task: String,
+    /// The new cursor: slots starting after it are generated (catch-up policy applies).
+    /// RFC 3339, a slot label, UTC as `almanac jobs` prints it, a date in the task's
+    /// zone, or `now` (skip everything missed).
+    #[arg(long)]
+    to: String,
+    /// Why, recorded with the change.
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+pub async fn cursor(url: &str, args: CursorArgs) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = super::connect_once(url).await?;
+    let schedule = super::task_schedule(&client, &args.task).await?;
+    let to = match args.to.trim() {
+        "now" => almanac::db::server_now(&client).await?,
+        text => schedule.parse_slot(text).map_err(anyhow::Error::msg).context("--to")?,
+    };
+    let origin = applied::origin("cursor");
+    let Some(from) = scheduler::operate::set_cursor(&client, &args.task, to, &origin, args.reason.as_deref()).await? else {
+        bail!("no schedule for task {:?} (forgotten meanwhile?)", args.task);
+    };
+    let next = schedule.next_after(to).map_or("none".to_owned(), |s| format!("{} ({})", s.label, utc(s.start)));
+    println!("{}: cursor {} -> {}; the next slot generated is {next}", args.task, utc(from), utc(to));
+    if to < from {
+        println!("(moved back: slots after {} are considered again; jobs that exist are not created twice)", utc(to));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `almanac apply`: make the plugins' schedules, as this file adjusts them, the ones
+/// every host runs by.
+#[derive(clap::Args)]
+pub struct ApplyArgs {
+    /// Folder of plugin components: their `describe()` is the schedule the file adjusts.
+    #[arg(long)]
+    plugins: std::path::PathBuf,
+    /// Per-task overrides [default: ./almanac.toml if it exists].
+    #[arg(long)]
+    config: Option<std::path::PathBuf>,
+    /// Why, recorded with each change.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Say what would change; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> anyhow::Result<ExitCode> {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let config_path = args.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists()));
+    let options = host::Options {
+        config: config_path.clone(),
+        shutdown_grace: std::time::Duration::from_secs(1),
+        register_schedules: false,
+        ..host::Options::new(args.plugins.clone(), data_dir)
+    };
+    let host = host::Host::start(url, options, &shutdown).await?;
+    let config = config_path.as_deref().map(almanac::config::Config::load).transpose()?;
+    let (mut client, _conn) = super::connect_once(url).await?;
+    let origin = applied::origin("apply");
+    let reason = args.reason.clone().or_else(|| config_path.as_ref().map(|p| format!("from {}", p.display())));
+    let registry = host.registry();
+    if registry.is_empty() {
+        bail!("no plugins loaded from {}: nothing to apply", args.plugins.display());
+    }
+    let (changed, registered) = if args.dry_run { ("would change", "would register") } else { ("changed", "registered") };
+    for plugin in registry.iter() {
+        let mut spec = plugin.spec.clone();
+        let settings = match &config {
+            Some(config) => config.apply_to(&mut spec)?,
+            None => Default::default(),
+        };
+        let tx = client.transaction().await?;
+        let outcome = applied::apply(&tx, &spec, &settings, &origin, reason.as_deref()).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
+        match args.dry_run {
+            true => tx.rollback().await?,
+            false => tx.commit().await?,
+        }
+        match outcome {
+            applied::Applied::Unchanged => println!("{}: unchanged", spec.name),
+            applied::Applied::Registered { cursor } => println!("{}: {registered} ({:?} in {}, cursor {})", spec.name, spec.schedule.cron(), spec.schedule.zone(), utc(cursor)),
+            applied::Applied::Changed { changes, cursor } => {
+                println!("{}: {changed}: {}", spec.name, changes.join(", "));
+                if let Some((from, to, end)) = cursor {
+                    println!(
+                        "  cursor {} -> {}: the new schedule takes over at {}, where the last slot handled under the old one ends",
+                        utc(from),
+                        utc(to),
+                        utc(end)
+                    );
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `almanac forget`: TASK is gone for good.
+#[derive(clap::Args)]
+pub struct ForgetArgs {
+    task: String,
+    /// Discard its pending and failed jobs (refused while it has any, otherwise).
+    #[arg(long)]
+    discard_pending: bool,
+    /// Why, recorded with the change.
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+pub async fn forget(url: &str, args: ForgetArgs) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = super::connect_once(url).await?;
+    let task = &args.task;
+    super::task_schedule(&client, task).await?;
+    let origin = applied::origin("forget");
+    let open: i64 = almanac::status::report(&client).await?.iter().filter(|s| s.task == *task).map(|s| s.pending + s.failed).sum();
+    if open > 0 && !args.discard_pending {
+        bail!("{task} has {open} pending or failed job(s): give --discard-pending to discard them with it (they are kept, marked discarded), or let them finish first");
+    }
+    let reason = args.reason.clone().unwrap_or_else(|| "the task is forgotten".into());
+    let discarded = match open {
+        0 => 0,
+        _ => almanac::executor::operate::discard(&client, task, None, None, &origin, &reason).await?,
+    };
+    scheduler::operate::forget(&client, task, &origin, args.reason.as_deref()).await?;
+    println!("{task} forgotten: its schedule is gone ({discarded} job(s) discarded; done jobs kept as evidence until pruned)");
+    println!("remove its plugin from every host's folder: a host that loads it again registers it as a new task (cursor now)");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -180,6 +320,19 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
     let Some(plugin) = host.registry().get(&args.task).cloned() else {
         bail!("task {:?} is not among the plugins loaded from {} (loaded: {})", args.task, args.plugins.display(), host.registry().tasks().join(", "));
     };
+    // A backfill generates by the schedule every host runs by, never by another one.
+    if let Some((cron, zone)) = scheduler::operate::schedule_of(&*host.pool.get().await?, &args.task).await? {
+        let spec = &plugin.spec;
+        if (cron.as_str(), zone.as_str()) != (spec.schedule.cron(), spec.schedule.zone().name()) {
+            bail!(
+                "{}: this folder and file say cron {:?} in {}, but the schedule every host runs by is cron {cron:?} in {zone}; \
+                 a backfill generates by the stored one: `almanac apply` first, or make the file agree",
+                args.task,
+                spec.schedule.cron(),
+                spec.schedule.zone()
+            );
+        }
+    }
     let zone = plugin.spec.schedule.zone();
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;
     let to = parse_instant(&args.to, zone).map_err(anyhow::Error::msg).context("--to")?;

@@ -170,3 +170,8 @@ pub fn is_transient(e: &(dyn std::error::Error + 'static)) -> bool {
         cause.is::<deadpool_postgres::PoolError>()
     })
 }
+
+/// This machine's name, for the records of who did what (claims, changes).
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "unknown".into())
+}

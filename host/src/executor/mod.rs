@@ -105,7 +105,7 @@ pub async fn run(
     wake: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
-    let host = format!("{} pid {}", hostname(), std::process::id());
+    let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
     let context = Arc::new(Context { loaded, options: options.clone(), recorder });
     claims::sweep_once(&pool, &shutdown).await;
@@ -117,11 +117,6 @@ pub async fn run(
         workers.spawn(async move { worker.run(wake, shutdown).await });
     }
     while workers.join_next().await.is_some() {}
-}
-
-/// This machine's name, for the claim records operators read.
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "unknown".into())
 }
 
 struct Worker {
@@ -197,22 +192,24 @@ impl Worker {
 /// and computing its end and label costs more than the rest of the claim.
 #[derive(Default)]
 pub struct SlotCache {
-    slots: HashMap<(String, DateTime<Utc>), Slot>,
+    slots: HashMap<(String, i64, DateTime<Utc>), Slot>,
 }
 
 impl SlotCache {
     const CAPACITY: usize = 1024;
 
     fn get(&mut self, plugin: &crate::plugin::Plugin, start: DateTime<Utc>) -> Slot {
-        // By digest: a reloaded plugin may have another schedule.
-        let key = (plugin.digest.clone(), start);
+        // By digest and revision: a reloaded plugin, or an applied change, may bring
+        // another schedule.
+        let applied = plugin.applied();
+        let key = (plugin.digest.clone(), applied.revision, start);
         if let Some(slot) = self.slots.get(&key) {
             return slot.clone();
         }
         if self.slots.len() >= Self::CAPACITY {
             self.slots.clear();
         }
-        let slot = plugin.spec.wit_slot(&plugin.spec.schedule.slot_at(start));
+        let slot = applied.wit_slot(&applied.schedule.slot_at(start));
         self.slots.insert(key, slot.clone());
         slot
     }

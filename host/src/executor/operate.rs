@@ -1,5 +1,6 @@
 //! The operator's tools on the job table: what is running, listing jobs, sending failed
-//! jobs back, pruning old done rows outside the backfill horizon.
+//! jobs back, discarding jobs that must never run, pruning old done (and discarded) rows
+//! outside the backfill horizon.
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ const RUNNING: &str = include_str!("running.sql");
 const JOBS: &str = include_str!("jobs.sql");
 const RETRY: &str = include_str!("retry.sql");
 const PRUNE: &str = include_str!("prune.sql");
+const DISCARD: &str = include_str!("discard.sql");
 
 /// Pending jobs locked by a worker right now, per task.
 pub async fn running(client: &Client) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
@@ -56,6 +58,19 @@ pub async fn retry(client: &Client, task: &str, slot: Option<DateTime<Utc>>, key
     client.exec(RETRY, &[&task, &slot, &key]).await
 }
 
+/// Mark pending or failed jobs of `task` (optionally one slot / key) as discarded, so
+/// they never run; recorded with `reason`. Returns how many.
+pub async fn discard(
+    client: &Client,
+    task: &str,
+    slot: Option<DateTime<Utc>>,
+    key: Option<&str>,
+    origin: &str,
+    reason: &str,
+) -> Result<i64, tokio_postgres::Error> {
+    Ok(client.one(DISCARD, &[&task, &slot, &key, &origin, &reason]).await?.get(0))
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum PruneError {
     #[error(
@@ -68,7 +83,7 @@ pub enum PruneError {
     Db(#[from] tokio_postgres::Error),
 }
 
-/// Delete done jobs whose slot and completion are older than `older_than`, in bounded
+/// Delete done and discarded jobs whose slot and completion are older than `older_than`, in bounded
 /// batches; refuses, deleting nothing, if that reaches inside any task's horizon.
 pub async fn prune(client: &Client, older_than: Duration) -> Result<u64, PruneError> {
     let widest = client

@@ -13,12 +13,13 @@ use deadpool_postgres::{Object, Pool};
 use tokio_util::sync::CancellationToken;
 
 use crate::calendar::Slot;
+use crate::task::Applied;
 use crate::capability::db::END_CALL;
-use crate::config::TaskSettings;
 use crate::job::MAX_KEY_BYTES;
 use crate::plugin::{CallError, Loaded, Plugin};
 use crate::db::Sql;
 
+pub mod applied;
 pub mod operate;
 
 const LOCK_SCHEDULE: &str = include_str!("lock_schedule.sql");
@@ -27,7 +28,6 @@ const ENQUEUE: &str = include_str!("enqueue.sql");
 const RECORD_GENERATED: &str = include_str!("record_generated.sql");
 const RECORD_SKIPPED: &str = include_str!("record_skipped.sql");
 const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
-const REGISTER_SCHEDULE: &str = include_str!("register_schedule.sql");
 
 
 
@@ -80,30 +80,6 @@ pub struct TickOutcome {
     pub more: bool,
 }
 
-/// Make sure a loaded task has its schedule row with its effective settings.
-pub async fn register(
-    client: &(impl tokio_postgres::GenericClient + Sql),
-    spec: &crate::task::TaskSpec,
-    settings: &TaskSettings,
-) -> Result<(), tokio_postgres::Error> {
-    let horizon = settings.horizon.unwrap_or_else(|| crate::task::default_horizon(spec.catch_up));
-    client
-        .exec(
-            REGISTER_SCHEDULE,
-            &[
-                &spec.name,
-                &spec.schedule.cron(),
-                &spec.schedule.zone().name(),
-                &spec.catch_up.to_string(),
-                &settings.start_at,
-                &settings.paused,
-                &horizon.as_secs_f64(),
-            ],
-        )
-        .await?;
-    Ok(())
-}
-
 /// Insert one job by identity, with an optional payload; false when it already existed.
 /// A slot still to come is not run before it starts.
 pub async fn enqueue(
@@ -144,11 +120,18 @@ async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
         return Ok(TickOutcome::default());
     };
     let (cursor, paused, now): (DateTime<Utc>, bool, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
+    // Generate by the stored schedule, whatever this host's file says (applied::register
+    // kept a host whose file disagrees from serving the task at all).
+    let mut schedule = plugin.applied();
+    if let Some(changed) = applied::follow(&**conn, &spec.name, &schedule, &row).await? {
+        plugin.follow(changed);
+        schedule = plugin.applied();
+    }
     if paused {
         return Ok(TickOutcome::default());
     }
-    let due = spec.schedule.slots_after(cursor).take_while(|s| s.start <= now);
-    let (outcome, last) = generate_slots(conn, plugin, due, Some(now), options).await?;
+    let due = schedule.schedule.slots_after(cursor).take_while(|s| s.start <= now);
+    let (outcome, last) = generate_slots(conn, plugin, &schedule, due, Some(now), options).await?;
     if let Some(last) = last {
         conn.exec(ADVANCE_CURSOR, &[&spec.name, &last]).await?;
         tracing::info!(task = %spec.name, generated = outcome.generated, skipped = outcome.skipped, jobs = outcome.jobs, through = %last, "slots generated");
@@ -161,6 +144,7 @@ async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
 async fn generate_slots(
     conn: &Arc<Object>,
     plugin: &Plugin,
+    schedule: &Applied,
     slots: impl Iterator<Item = Slot>,
     policy_now: Option<DateTime<Utc>>,
     options: &Options,
@@ -173,9 +157,9 @@ async fn generate_slots(
             outcome.more = true;
             break;
         }
-        match policy_now.and_then(|now| spec.catch_up.skips(&spec.schedule, &slot, now)) {
+        match policy_now.and_then(|now| schedule.catch_up.skips(&schedule.schedule, &slot, now)) {
             None => {
-                let (planned, jobs) = plan_slot(conn, plugin, &slot, options).await?;
+                let (planned, jobs) = plan_slot(conn, plugin, schedule, &slot, options).await?;
                 let reason = policy_now.is_none().then_some("backfill");
                 conn.exec(RECORD_GENERATED, &[&spec.name, &slot.start, &reason, &(jobs as i64)]).await?;
                 outcome.generated += 1;
@@ -206,10 +190,11 @@ pub async fn backfill(
     let mut total = TickOutcome::default();
     // The first slot starting at or after `from`.
     let mut after = from - chrono::Duration::microseconds(1);
+    let schedule = plugin.applied();
     loop {
-        let slots = plugin.spec.schedule.slots_after(after).take_while(|s| s.start < to);
+        let slots = schedule.schedule.slots_after(after).take_while(|s| s.start < to);
         conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
-        let batch = match generate_slots(conn, plugin, slots, None, options).await {
+        let batch = match generate_slots(conn, plugin, &schedule, slots, None, options).await {
             Ok(batch) => batch,
             Err(e) => {
                 conn.batch_execute("ROLLBACK").await?;
@@ -233,15 +218,16 @@ pub async fn backfill(
 
 /// Ask `plan` for the slot's keys page by page and insert them; returns (keys planned,
 /// jobs inserted).
-async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &Options) -> Result<(u64, u64), SchedulerError> {
+async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, schedule: &Applied, slot: &Slot, options: &Options) -> Result<(u64, u64), SchedulerError> {
     let spec = &plugin.spec;
-    let wit_slot = spec.wit_slot(slot);
+    let wit_slot = &schedule.wit_slot(slot);
+    let start = slot.start;
     let bad = |problem: String| SchedulerError::BadPlan { task: spec.name.clone(), slot: slot.label.clone(), problem };
     let insert = crate::db::Prepared::on(conn, INSERT_JOBS).await?;
     let mut after: Option<String> = None;
     let (mut planned, mut inserted) = (0, 0);
     loop {
-        let called = plugin.plan(conn, &wit_slot, after.as_deref(), options.plan_page).await;
+        let called = plugin.plan(conn, wit_slot, after.as_deref(), options.plan_page).await;
         let cancel_sent = called.ending.cancel_sent;
         let keys = called.result.map_err(|error| SchedulerError::Plan { task: spec.name.clone(), slot: slot.label.clone(), error, cancel_sent })?;
         // The plugin's statements ran under its role; the host's own follow as the host.
@@ -266,8 +252,8 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, slot: &Slot, options: &O
         }
         let n = match end_call {
             // The host's insert goes out right behind the role's end, in one round trip.
-            Some(end_call) => try_join(conn.batch_execute(end_call), insert.exec(conn, &[&spec.name, &slot.start, &keys])).await?.1,
-            None => insert.exec(conn, &[&spec.name, &slot.start, &keys]).await?,
+            Some(end_call) => try_join(conn.batch_execute(end_call), insert.exec(conn, &[&spec.name, &start, &keys])).await?.1,
+            None => insert.exec(conn, &[&spec.name, &start, &keys]).await?,
         };
         inserted += n;
         planned += keys.len() as u64;

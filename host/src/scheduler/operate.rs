@@ -1,5 +1,5 @@
 //! The operator's tools on the schedule table: read a schedule, list them, pause and
-//! resume, move a cursor.
+//! resume, move a cursor, forget a task; each change recorded (see [`super::applied`]).
 use chrono::{DateTime, Utc};
 use tokio_postgres::Client;
 
@@ -9,6 +9,7 @@ const SCHEDULE_OF: &str = include_str!("schedule_of.sql");
 const LIST_SCHEDULES: &str = include_str!("list_schedules.sql");
 const SET_PAUSED: &str = include_str!("set_paused.sql");
 const SET_CURSOR: &str = include_str!("set_cursor.sql");
+const FORGET: &str = include_str!("forget.sql");
 
 /// One row of `almanac.schedules`.
 #[derive(Debug, Clone)]
@@ -35,12 +36,24 @@ pub async fn list(client: &Client) -> Result<Vec<ScheduleRow>, tokio_postgres::E
         .collect())
 }
 
-/// Pause or resume `task`; false if it has no schedule.
-pub async fn set_paused(client: &Client, task: &str, paused: bool) -> Result<bool, tokio_postgres::Error> {
-    Ok(client.exec(SET_PAUSED, &[&task, &paused]).await? == 1)
+/// Pause or resume `task`, recorded; the flag it had, None if it has no schedule.
+pub async fn set_paused(client: &Client, task: &str, paused: bool, origin: &str, reason: Option<&str>) -> Result<Option<bool>, tokio_postgres::Error> {
+    Ok(client.opt(SET_PAUSED, &[&task, &paused, &origin, &reason]).await?.map(|r| r.get(0)))
 }
 
-/// Set `task`'s cursor; false if it has no schedule.
-pub async fn set_cursor(client: &Client, task: &str, cursor: DateTime<Utc>) -> Result<bool, tokio_postgres::Error> {
-    Ok(client.exec(SET_CURSOR, &[&task, &cursor]).await? == 1)
+/// Set `task`'s cursor, recorded; the cursor it had, None if it has no schedule.
+pub async fn set_cursor(
+    client: &Client,
+    task: &str,
+    cursor: DateTime<Utc>,
+    origin: &str,
+    reason: Option<&str>,
+) -> Result<Option<DateTime<Utc>>, tokio_postgres::Error> {
+    Ok(client.opt(SET_CURSOR, &[&task, &cursor, &origin, &reason]).await?.map(|r| r.get(0)))
+}
+
+/// Delete `task`'s schedule (and its plugins row), recorded; false if it had none.
+/// Its jobs stay: done and discarded ones are the evidence a backfill relies on.
+pub async fn forget(client: &Client, task: &str, origin: &str, reason: Option<&str>) -> Result<bool, tokio_postgres::Error> {
+    Ok(client.one(FORGET, &[&task, &origin, &reason]).await?.get::<_, i64>(0) == 1)
 }

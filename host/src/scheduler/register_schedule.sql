@@ -1,9 +1,8 @@
--- A task's effective schedule. A new task's cursor starts at start_at ($5), by default
--- now: deploying a task never backfills history by surprise. An existing cursor is never
--- moved here. $6 forces the paused flag; NULL leaves it as operators set it. $7 is the
--- backfill horizon in seconds.
+-- A task's schedule, if it has none yet: its cursor starts at start_at ($5), by default
+-- now (deploying a task never backfills history by surprise); $6 is the initial paused
+-- flag, $7 the backfill horizon in seconds. An existing schedule is never changed here:
+-- that is `almanac apply`'s (apply_schedule.sql).
 INSERT INTO almanac.schedules (task, cron, zone, catch_up, generated_through, paused, horizon)
 VALUES ($1, $2, $3, $4, coalesce($5, now()), coalesce($6, false), make_interval(secs => $7))
-ON CONFLICT (task) DO UPDATE
-SET cron = EXCLUDED.cron, zone = EXCLUDED.zone, catch_up = EXCLUDED.catch_up,
-    paused = coalesce($6, almanac.schedules.paused), horizon = EXCLUDED.horizon, updated_at = now()
+ON CONFLICT (task) DO NOTHING
+RETURNING revision, generated_through

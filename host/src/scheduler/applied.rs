@@ -1,0 +1,262 @@
+//! The applied schedule: one truth across hosts. A schedule (cron, zone, catch-up,
+//! horizon) is stored once in `almanac.schedules` and changed only deliberately —
+//! `almanac apply`, `cursor`, `pause`, `resume`, `forget` — each change recorded in
+//! `almanac.changes` (who, when, from what to what) with a new revision. A host starting
+//! registers a schedule that does not exist yet and never changes one that does: when
+//! its plugin and file say otherwise, it does not serve that task and says why. A
+//! running host follows the stored schedule, logging every change it sees.
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::calendar::Schedule;
+use crate::config::TaskSettings;
+use crate::db::Sql;
+use crate::task::{default_horizon, format_duration, CatchUp, TaskSpec};
+
+const REGISTER_SCHEDULE: &str = include_str!("register_schedule.sql");
+const STORED_SCHEDULE: &str = include_str!("stored_schedule.sql");
+const APPLY_SCHEDULE: &str = include_str!("apply_schedule.sql");
+const RECORD_CHANGE: &str = include_str!("record_change.sql");
+const CHANGES_SINCE: &str = include_str!("changes_since.sql");
+const LAST_CHANGE: &str = include_str!("last_change.sql");
+const SLOT_HANDLED: &str = include_str!("slot_handled.sql");
+
+/// Slots of the new schedule walked at most to find where it takes over.
+const MAX_WALK: usize = 1_000_000;
+
+/// What is shared about a schedule: every host generates by the same one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Record {
+    pub cron: String,
+    pub zone: String,
+    pub catch_up: String,
+    pub horizon: String,
+}
+
+impl Record {
+    /// What a loaded plugin, adjusted by this host's file, says the schedule is.
+    pub fn declared(spec: &TaskSpec, settings: &TaskSettings) -> Record {
+        let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
+        Record {
+            cron: spec.schedule.cron().to_owned(),
+            zone: spec.schedule.zone().name().to_owned(),
+            catch_up: spec.catch_up.to_string(),
+            horizon: format_duration(horizon),
+        }
+    }
+
+    fn stored(row: &tokio_postgres::Row) -> Record {
+        let horizon: f64 = row.get(3);
+        Record { cron: row.get(0), zone: row.get(1), catch_up: row.get(2), horizon: format_duration(Duration::from_secs_f64(horizon.max(0.0))) }
+    }
+
+    /// The fields that differ, as `cron "a" -> "b"`; empty when they agree.
+    pub fn diff(&self, to: &Record) -> Vec<String> {
+        let fields = [("cron", &self.cron, &to.cron), ("zone", &self.zone, &to.zone), ("catch_up", &self.catch_up, &to.catch_up), ("horizon", &self.horizon, &to.horizon)];
+        fields.iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a:?} -> {b:?}")).collect()
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("a record is plain strings")
+    }
+}
+
+/// Why a host does not serve a task: its file (or plugin) disagrees with the schedule
+/// every other host runs by.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Disagreement {
+    pub task: String,
+    pub message: String,
+}
+
+/// Who is making a change: the command, the machine, the process.
+pub fn origin(command: &str) -> String {
+    format!("almanac {command} on {} (pid {})", crate::db::hostname(), std::process::id())
+}
+
+/// A host starting: insert `spec`'s schedule if the task has none (recorded as
+/// `register`); else check that it is the stored one. Runs in the caller's transaction.
+pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSettings, source: &str) -> Result<(), RegisterError> {
+    let declared = Record::declared(spec, settings);
+    let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
+    let inserted = client
+        .opt(
+            REGISTER_SCHEDULE,
+            &[&spec.name, &declared.cron, &declared.zone, &declared.catch_up, &settings.start_at, &settings.paused, &horizon.as_secs_f64()],
+        )
+        .await?;
+    if let Some(row) = inserted {
+        let (revision, cursor): (i64, DateTime<Utc>) = (row.get(0), row.get(1));
+        let mut after = declared.json();
+        after["cursor"] = serde_json::json!(cursor);
+        after["paused"] = serde_json::json!(settings.paused.unwrap_or(false));
+        let none: Option<serde_json::Value> = None;
+        client.exec(RECORD_CHANGE, &[&spec.name, &revision, &"register", &none, &after, &origin("run"), &Some(source)]).await?;
+        tracing::info!(task = %spec.name, cron = %declared.cron, zone = %declared.zone, cursor = %cursor, "schedule registered");
+        return Ok(());
+    }
+    let row = client.one(STORED_SCHEDULE, &[&spec.name]).await?;
+    let stored = Record::stored(&row);
+    let (cursor, paused): (DateTime<Utc>, bool) = (row.get(5), row.get(6));
+    if stored != declared {
+        let by = match client.opt(LAST_CHANGE, &[&spec.name]).await? {
+            Some(r) => {
+                let (action, role, origin, at): (String, String, String, DateTime<Utc>) = (r.get(0), r.get(1), r.get(2), r.get(3));
+                format!(" ({action} by {role}, {origin}, at {})", at.format("%Y-%m-%d %H:%M:%SZ"))
+            }
+            None => String::new(),
+        };
+        return Err(RegisterError::Disagrees(Disagreement {
+            task: spec.name.clone(),
+            message: format!(
+                "task {:?} is not served here: {source} says {}, but the schedule every host runs by{by} is {}; a host does not change a shared \
+                 schedule by starting. To change it for every host: `almanac apply` with this file; or make this file agree",
+                spec.name,
+                show(&declared),
+                show(&stored)
+            ),
+        }));
+    }
+    if let Some(start_at) = settings.start_at.filter(|s| *s != cursor) {
+        tracing::warn!(
+            task = %spec.name,
+            "start_at {start_at} applies to a new schedule only; this one exists (cursor {cursor}): `almanac cursor {} --to ...` moves it",
+            spec.name
+        );
+    }
+    if let Some(wanted) = settings.paused.filter(|p| *p != paused) {
+        tracing::warn!(
+            task = %spec.name,
+            "paused = {wanted} applies to a new schedule only; this one is {}: `almanac {} {}` changes it",
+            if paused { "paused" } else { "running" },
+            if wanted { "pause" } else { "resume" },
+            spec.name
+        );
+    }
+    Ok(())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegisterError {
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+    #[error(transparent)]
+    Disagrees(#[from] Disagreement),
+}
+
+fn show(r: &Record) -> String {
+    format!("cron {:?} in {}, catch_up {}, horizon {}", r.cron, r.zone, r.catch_up, r.horizon)
+}
+
+/// What `almanac apply` did to one task's schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Applied {
+    Registered { cursor: DateTime<Utc> },
+    Unchanged,
+    Changed {
+        changes: Vec<String>,
+        /// The cursor moved so the new schedule takes over where the last slot handled
+        /// under the old one ends: (from, to, that end).
+        cursor: Option<(DateTime<Utc>, DateTime<Utc>, DateTime<Utc>)>,
+    },
+}
+
+/// `almanac apply`: make `spec`'s schedule (as this file adjusts it) the one every host
+/// runs by, recorded. A changed calendar takes over where the last slot handled under
+/// the old one ends, so no period is generated twice under two calendars.
+pub async fn apply(
+    tx: &tokio_postgres::Transaction<'_>,
+    spec: &TaskSpec,
+    settings: &TaskSettings,
+    origin: &str,
+    reason: Option<&str>,
+) -> Result<Applied, ApplyError> {
+    let declared = Record::declared(spec, settings);
+    let Some(row) = tx.opt(&format!("{STORED_SCHEDULE} FOR UPDATE"), &[&spec.name]).await? else {
+        register(tx, spec, settings, reason.unwrap_or("almanac apply")).await.map_err(|e| match e {
+            RegisterError::Db(e) => ApplyError::Db(e),
+            RegisterError::Disagrees(d) => ApplyError::Invalid(d.message),
+        })?;
+        let cursor: DateTime<Utc> = tx.one(STORED_SCHEDULE, &[&spec.name]).await?.get(5);
+        return Ok(Applied::Registered { cursor });
+    };
+    let stored = Record::stored(&row);
+    if stored == declared {
+        return Ok(Applied::Unchanged);
+    }
+    let cursor: DateTime<Utc> = row.get(5);
+    let mut moved = None;
+    if (stored.cron.as_str(), stored.zone.as_str()) != (declared.cron.as_str(), declared.zone.as_str()) {
+        let old = Schedule::new(&stored.cron, &stored.zone).map_err(|e| ApplyError::Invalid(format!("the stored schedule of {:?}: {e}", spec.name)))?;
+        let handled: bool = tx.one(SLOT_HANDLED, &[&spec.name, &cursor]).await?.get(0);
+        if let Some(end) = handled.then(|| old.next_after(cursor)).flatten().map(|s| s.start) {
+            let mut walk = spec.schedule.slots_after(cursor).take_while(|s| s.start < end).take(MAX_WALK + 1);
+            let last = walk.by_ref().take(MAX_WALK).last().map(|s| s.start);
+            if walk.next().is_some() {
+                return Err(ApplyError::Invalid(format!(
+                    "{:?}: more than {MAX_WALK} slots of the new schedule fall inside the last slot of the old one; move the cursor first (`almanac cursor`)",
+                    spec.name
+                )));
+            }
+            if let Some(to) = last {
+                moved = Some((cursor, to, end));
+            }
+        }
+    }
+    let new_cursor = moved.map_or(cursor, |(_, to, _)| to);
+    let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
+    let revision: i64 = tx
+        .one(APPLY_SCHEDULE, &[&spec.name, &declared.cron, &declared.zone, &declared.catch_up, &horizon.as_secs_f64(), &new_cursor])
+        .await?
+        .get(0);
+    let (mut before, mut after) = (stored.json(), declared.json());
+    if new_cursor != cursor {
+        before["cursor"] = serde_json::json!(cursor);
+        after["cursor"] = serde_json::json!(new_cursor);
+    }
+    tx.exec(RECORD_CHANGE, &[&spec.name, &revision, &"apply", &Some(before), &Some(after), &origin, &reason]).await?;
+    Ok(Applied::Changed { changes: stored.diff(&declared), cursor: moved })
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The stored schedule a tick found, if it differs from the one the host knew: parsed,
+/// with each change since logged. A stored schedule this host cannot read (a zone its
+/// time-zone data lacks) keeps the one it knew, with an error.
+pub async fn follow(client: &impl Sql, task: &str, known: &crate::task::Applied, row: &tokio_postgres::Row) -> Result<Option<crate::task::Applied>, tokio_postgres::Error> {
+    let revision: i64 = row.get(3);
+    if revision == known.revision {
+        return Ok(None);
+    }
+    let (cron, zone, catch_up): (String, String, String) = (row.get(4), row.get(5), row.get(6));
+    let parsed = Schedule::new(&cron, &zone).map_err(|e| e.to_string()).and_then(|s| catch_up.parse::<CatchUp>().map(|c| (s, c)));
+    let (schedule, catch_up) = match parsed {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            tracing::error!(%task, revision, "the stored schedule cannot be read here ({e}); keeping {:?} in {}", known.schedule.cron(), known.schedule.zone());
+            return Ok(None);
+        }
+    };
+    // Revision 0: the schedule as loaded, before any tick; its changes are not news.
+    if known.revision != 0 {
+        for change in client.rows(CHANGES_SINCE, &[&task, &known.revision]).await? {
+            let (action, before, after): (String, Option<serde_json::Value>, Option<serde_json::Value>) = (change.get(0), change.get(1), change.get(2));
+            let (role, origin, reason, at): (String, String, Option<String>, DateTime<Utc>) = (change.get(3), change.get(4), change.get(5), change.get(6));
+            tracing::info!(
+                %task, %action, by = %role, %origin, reason = reason.as_deref().unwrap_or("-"), at = %at,
+                before = %before.unwrap_or_default(), after = %after.unwrap_or_default(),
+                "schedule changed; this host follows it"
+            );
+        }
+    }
+    Ok(Some(crate::task::Applied { revision, schedule, catch_up }))
+}
