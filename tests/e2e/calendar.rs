@@ -38,6 +38,8 @@ async fn ten_days_of_downtime_catch_up_as_the_policy_says() {
         db.accounts(2).await;
         let latest = latest_slot(&db).await;
         db.schedule("daily-points", "0 0 * * *", "Asia/Shanghai", latest - chrono::Duration::days(10)).await;
+        // As the first host to load it registered it: with the file's policy.
+        db.client.execute("UPDATE almanac.schedules SET catch_up = $1", &[&policy]).await.unwrap();
         let config = config_file(&format!("[tasks.daily-points]\ncatch_up = \"{policy}\"\n"));
         let host = HostProc::spawn(&db, plugins.path(), &["--config", config.path().to_str().unwrap()]);
         runs.push((policy, generated, db, host, config, latest));

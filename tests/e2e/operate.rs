@@ -83,7 +83,7 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await, 2);
     let (code, out, _) = almanac(&db, &["prune", "--older-than", "400d"]);
     assert_eq!(code, 0);
-    assert_eq!(out.trim(), "pruned 1 done job(s) older than 400d");
+    assert_eq!(out.trim(), "pruned 1 done or discarded job(s) older than 400d");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'recent'").await, 1);
 }
 
