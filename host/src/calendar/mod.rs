@@ -422,5 +422,8 @@ fn local_naive(zone: Tz, t: DateTime<Utc>) -> Option<NaiveDateTime> {
     t.naive_utc().checked_add_signed(TimeDelta::seconds(i64::from(offset.local_minus_utc())))
 }
 
+mod published;
+pub use published::{Published, REFRESH_DAYS};
+
 #[cfg(test)]
 mod tests;

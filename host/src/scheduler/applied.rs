@@ -85,7 +85,16 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
     let inserted = client
         .opt(
             REGISTER_SCHEDULE,
-            &[&spec.name, &declared.cron, &declared.zone, &declared.catch_up, &settings.start_at, &settings.paused, &horizon.as_secs_f64()],
+            &[
+                &spec.name,
+                &declared.cron,
+                &declared.zone,
+                &declared.catch_up,
+                &settings.start_at,
+                &settings.paused,
+                &horizon.as_secs_f64(),
+                &spec.schedule.published_json(Utc::now()),
+            ],
         )
         .await?;
     if let Some(row) = inserted {
@@ -209,7 +218,10 @@ pub async fn apply(
     let new_cursor = moved.map_or(cursor, |(_, to, _)| to);
     let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
     let revision: i64 = tx
-        .one(APPLY_SCHEDULE, &[&spec.name, &declared.cron, &declared.zone, &declared.catch_up, &horizon.as_secs_f64(), &new_cursor])
+        .one(
+            APPLY_SCHEDULE,
+            &[&spec.name, &declared.cron, &declared.zone, &declared.catch_up, &horizon.as_secs_f64(), &new_cursor, &spec.schedule.published_json(Utc::now())],
+        )
         .await?
         .get(0);
     let (mut before, mut after) = (stored.json(), declared.json());

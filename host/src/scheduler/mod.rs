@@ -28,6 +28,7 @@ const ENQUEUE: &str = include_str!("enqueue.sql");
 const RECORD_GENERATED: &str = include_str!("record_generated.sql");
 const RECORD_SKIPPED: &str = include_str!("record_skipped.sql");
 const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
+const PUBLISH_CALENDAR: &str = include_str!("publish_calendar.sql");
 
 
 
@@ -126,6 +127,10 @@ async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
     if let Some(changed) = applied::follow(&**conn, &spec.name, &schedule, &row).await? {
         plugin.follow(changed);
         schedule = plugin.applied();
+    }
+    let published_to: Option<chrono::NaiveDate> = row.get(7);
+    if published_to.is_none_or(|to| to < now.date_naive() + chrono::Duration::days(crate::calendar::REFRESH_DAYS)) {
+        conn.exec(PUBLISH_CALENDAR, &[&spec.name, &schedule.schedule.published_json(now)]).await?;
     }
     if paused {
         return Ok(TickOutcome::default());
