@@ -10,6 +10,16 @@
 -- matching seconds, minutes, hours and local days around now, published by the hosts.
 ALTER TABLE almanac.schedules ADD COLUMN calendar jsonb;
 
+-- An on-demand task (its plugin declares no schedule) has a row without a cron: its
+-- jobs come only from enqueues, for any instant.
+ALTER TABLE almanac.schedules ALTER COLUMN cron DROP NOT NULL;
+
+-- The task's settings as applied (`[tasks.<name>.settings]`): values, and digests of
+-- secrets read from a host's environment. One truth across hosts, like the schedule.
+-- NULL until a host records them: the first host to start after this migration records
+-- its own (the plugins declared no settings before).
+ALTER TABLE almanac.schedules ADD COLUMN settings jsonb;
+
 -- Refusals carry a SQLSTATE an application can branch on: 22004 (a NULL argument),
 -- 22023 (an invalid value: empty or oversized key, a slot off the calendar), 42704 (no
 -- such task).
@@ -33,7 +43,7 @@ BEGIN
             USING ERRCODE = '42704',
                   HINT = 'known tasks: ' || coalesce((SELECT string_agg(sc.task, ', ' ORDER BY sc.task) FROM ONLY almanac.schedules sc), 'none');
     END IF;
-    IF off_calendar OR EXISTS (SELECT 1 FROM almanac.slots sl WHERE sl.task = check_enqueue.task AND sl.slot = check_enqueue.slot) THEN
+    IF s.cron IS NULL OR off_calendar OR EXISTS (SELECT 1 FROM almanac.slots sl WHERE sl.task = check_enqueue.task AND sl.slot = check_enqueue.slot) THEN
         RETURN;
     END IF;
     IF s.calendar IS NULL THEN

@@ -61,6 +61,26 @@ pub use task::{CatchUp, Error, Job, Slot, Task, TaskInfo};
 pub use tx::{Row, Rows, Tx};
 pub use value::{FromValue, Timestamp, ToValue, Value};
 
+/// The operator's settings for this task, as declared with [`TaskInfo::setting`] and
+/// [`TaskInfo::required_setting`] (`[tasks.<name>.settings]` in `almanac.toml`).
+pub mod config {
+    /// The setting's value: the operator's, else its default; `None` for a name the
+    /// task did not declare.
+    pub fn get(name: &str) -> Option<String> {
+        crate::bindings::almanac::plugin::config::get(name)
+    }
+
+    /// The setting parsed as `T`; a value that does not parse is a permanent error
+    /// naming the setting.
+    pub fn parse<T: std::str::FromStr>(name: &str) -> Result<T, crate::Error>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let value = get(name).ok_or_else(|| crate::Error::permanent(format!("setting {name:?} is not declared")))?;
+        value.parse().map_err(|e| crate::Error::permanent(format!("setting {name:?} = {value:?}: {e}")))
+    }
+}
+
 /// Leveled logging into the host's log, under the plugin's name and the job's fields.
 pub mod log {
     use crate::bindings::almanac::plugin::log::{log, Level};

@@ -28,19 +28,48 @@ pub struct TaskInfo(wit::TaskInfo);
 
 impl TaskInfo {
     /// A task with the given name, cron expression and IANA zone. Defaults: catch up
-    /// all missed slots, 5 attempts, 30 s per call, no tables, no setup SQL.
+    /// all missed slots, 5 attempts, 30 s per call, no tables, no setup SQL, no settings.
     pub fn new(name: &str, schedule: &str, zone: &str) -> Self {
         TaskInfo(wit::TaskInfo {
             name: name.to_owned(),
             version: String::from("0.0.0"),
-            schedule: schedule.to_owned(),
+            schedule: Some(schedule.to_owned()),
             zone: zone.to_owned(),
             catch_up: CatchUp::All,
             max_attempts: 5,
             timeout_ms: 30_000,
             tables: Vec::new(),
             setup: Vec::new(),
+            settings: Vec::new(),
         })
+    }
+
+    /// A task without a schedule: its jobs come only from enqueues (`almanac.enqueue`
+    /// in SQL, `almanac enqueue`), each for any instant; `plan` is never called. Slots
+    /// are labelled in UTC unless [`TaskInfo::zone`] says otherwise.
+    pub fn on_demand(name: &str) -> Self {
+        let mut info = TaskInfo::new(name, "", "UTC");
+        info.0.schedule = None;
+        info
+    }
+
+    /// The zone slots are computed (or, on demand, labelled) in.
+    pub fn zone(mut self, zone: &str) -> Self {
+        self.0.zone = zone.to_owned();
+        self
+    }
+
+    /// A setting the operator may give (`[tasks.<name>.settings]`), with its default;
+    /// read with [`crate::config::get`].
+    pub fn setting(mut self, name: &str, default: &str, doc: &str) -> Self {
+        self.0.settings.push(wit::Setting { name: name.to_owned(), default: Some(default.to_owned()), doc: doc.to_owned() });
+        self
+    }
+
+    /// A setting the operator must give: the host does not start the task without it.
+    pub fn required_setting(mut self, name: &str, doc: &str) -> Self {
+        self.0.settings.push(wit::Setting { name: name.to_owned(), default: None, doc: doc.to_owned() });
+        self
     }
 
     /// The plugin's version (shown in status).
@@ -104,7 +133,7 @@ impl Slot {
     pub fn start(&self) -> Timestamp {
         Timestamp(self.0.start)
     }
-    /// The next occurrence.
+    /// The next occurrence (for an on-demand task: the start itself).
     pub fn end(&self) -> Timestamp {
         Timestamp(self.0.end)
     }

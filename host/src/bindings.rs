@@ -1,4 +1,8 @@
-//! The one `bindgen!` of the host, for world `almanac:plugin/task-plugin@0.1.0`.
+//! The host's `bindgen!`s: world `task-plugin` of `almanac:plugin@0.2.0`, and of 0.1.0 so
+//! that components built against it keep loading and running unchanged. Both share the
+//! `types` interface's Rust types (the records are identical), so the capabilities
+//! implement each interface once and the 0.1.0 imports delegate to it
+//! ([`crate::plugin`]'s `world` module).
 mod generated {
     wasmtime::component::bindgen!({
         path: "../wit",
@@ -13,9 +17,27 @@ mod generated {
 
 pub use generated::*;
 
+/// World `task-plugin` of `almanac:plugin@0.1.0`.
+pub mod v0_1 {
+    mod generated {
+        wasmtime::component::bindgen!({
+            path: "../wit/0.1.0",
+            world: "task-plugin",
+            imports: { default: async | trappable },
+            exports: { default: async },
+            with: {
+                "almanac:plugin/types": crate::bindings::almanac::plugin::types,
+                "almanac:plugin/db.transaction": crate::bindings::Transaction,
+            },
+        });
+    }
+
+    pub use generated::*;
+}
+
 /// The rep of the WIT `transaction` resource. It carries nothing: the call's database
 /// state lives in its [`Session`](crate::capability::db::Session).
 pub struct Transaction;
 
-/// The WIT package version this host implements.
-pub const WIT_VERSION: &str = "almanac:plugin@0.1.0";
+/// The WIT package versions this host implements, newest first.
+pub const WIT_VERSIONS: [&str; 2] = ["almanac:plugin@0.2.0", "almanac:plugin@0.1.0"];

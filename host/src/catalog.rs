@@ -149,8 +149,9 @@ impl Folder {
         let mut plugin = self.runtime.load_file(file).await?;
         let settings = match &self.config {
             Some(config) => config.apply_to(&mut plugin.spec)?,
-            None => TaskSettings::default(),
+            None => Config::none().apply_to(&mut plugin.spec)?,
         };
+        plugin.set_settings(settings.values.clone());
         next.check_free(&plugin)?;
         // Where this host's idea of the schedule comes from, for a disagreement's message.
         let source = match self.config.as_ref().and_then(|c| c.section_of(plugin.name())) {

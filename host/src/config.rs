@@ -10,13 +10,18 @@
 //! horizon = "90d"             # how far back backfills may reach; default: 30 days, or
 //!                             # the catch-up window if that is longer
 //!
+//! [tasks.daily-points.settings]  # what the plugin declares it takes (see `config.get`)
+//! points = "25"
+//! api-key = "env:POINTS_API_KEY" # read from the host's environment at start: a secret
+//!
 //! [outbox.topics.points-awarded]  # where published messages go: see crate::outbox::config
 //! sink = "webhook"
 //! url = "http://127.0.0.1:8080/hook"
 //! ```
 //!
-//! Unknown keys, unknown tasks, invalid cron lines and unknown zones are errors that
-//! name the file and line; nothing is silently ignored.
+//! Unknown keys, unknown tasks, invalid cron lines, unknown zones, settings the plugin
+//! does not declare, required settings not given and `env:` variables not set are errors
+//! that name the file and line; nothing is silently ignored.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -25,6 +30,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::calendar::Schedule;
+use crate::capability::config::{Setting, Settings};
 use crate::task::{CatchUp, TaskSpec};
 
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +41,8 @@ pub enum ConfigError {
     Parse { file: String, message: String },
     #[error("{file}:{line}: {message}")]
     Invalid { file: String, line: usize, message: String },
+    #[error("{task:?} requires setting {setting:?} ({doc}); give it in [tasks.{task}.settings] of {}", file.as_deref().unwrap_or("almanac.toml (none was given)"))]
+    Missing { file: Option<String>, task: String, setting: String, doc: String },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -55,6 +63,8 @@ struct TaskOverride {
     start_at: Option<Spanned<String>>,
     paused: Option<bool>,
     horizon: Option<Spanned<String>>,
+    #[serde(default)]
+    settings: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 /// What the configuration decides for one task beyond its spec.
@@ -66,6 +76,8 @@ pub struct TaskSettings {
     pub paused: Option<bool>,
     /// How far back backfills may reach (None: the default, see [`crate::task::default_horizon`]).
     pub horizon: Option<std::time::Duration>,
+    /// Every setting the task declares, with the operator's value or its default.
+    pub values: Settings,
 }
 
 /// A parsed, not yet applied, configuration file.
@@ -98,13 +110,15 @@ impl Config {
 
     /// Apply this task's overrides, if any, to a freshly loaded plugin's spec; returns
     /// what the configuration decides for the task beyond its spec.
+    /// Without a file: [`Config::none`].
     pub fn apply_to(&self, spec: &mut TaskSpec) -> Result<TaskSettings, ConfigError> {
         let Some((_, o)) = self.parsed.tasks.iter().find(|(name, _)| *name.get_ref() == spec.name) else {
-            return Ok(TaskSettings::default());
+            return Ok(TaskSettings { values: self.settings(spec, None)?, ..TaskSettings::default() });
         };
         *spec = self.override_spec(spec, o)?;
+        let values = self.settings(spec, Some(o))?;
         let start_at = match &o.start_at {
-            Some(s) => Some(crate::calendar::parse_instant(s.get_ref(), spec.schedule.zone()).or_else(|e| self.invalid(s.span(), format!("start_at: {e}")))?),
+            Some(s) => Some(crate::calendar::parse_instant(s.get_ref(), spec.zone).or_else(|e| self.invalid(s.span(), format!("start_at: {e}")))?),
             None => None,
         };
         let horizon = match &o.horizon {
@@ -113,7 +127,56 @@ impl Config {
             ),
             None => None,
         };
-        Ok(TaskSettings { start_at, paused: o.paused, horizon })
+        Ok(TaskSettings { start_at, paused: o.paused, horizon, values })
+    }
+
+    /// No configuration file: every task as its plugin declares it.
+    pub fn none() -> Config {
+        Config::default()
+    }
+
+    /// The task's settings: each declared one with the file's value (an `env:VAR`
+    /// read now, as a secret) or its default; refused when one is undeclared, required
+    /// and missing, or reads a variable that is not set.
+    fn settings(&self, spec: &TaskSpec, o: Option<&TaskOverride>) -> Result<Settings, ConfigError> {
+        let mut values = BTreeMap::new();
+        let given = o.map(|o| &o.settings);
+        for (name, value) in given.into_iter().flatten() {
+            if !spec.settings.iter().any(|d| d.name == *name.get_ref()) {
+                let takes: Vec<&str> = spec.settings.iter().map(|d| d.name.as_str()).collect();
+                let takes = if takes.is_empty() { "it takes none".to_owned() } else { format!("it takes: {}", takes.join(", ")) };
+                return self.invalid(name.span(), format!("task {:?} has no setting {:?} ({takes})", spec.name, name.get_ref()));
+            }
+            let setting = match value.get_ref().strip_prefix("env:") {
+                Some(var) => match std::env::var(var) {
+                    Ok(secret) => Setting { value: secret, secret: true },
+                    Err(_) => {
+                        return self.invalid(value.span(), format!("setting {:?} of task {:?} reads env:{var}, which is not set", name.get_ref(), spec.name));
+                    }
+                },
+                None => Setting { value: value.get_ref().clone(), secret: false },
+            };
+            values.insert(name.get_ref().clone(), setting);
+        }
+        for declared in &spec.settings {
+            if values.contains_key(&declared.name) {
+                continue;
+            }
+            match &declared.default {
+                Some(default) => {
+                    values.insert(declared.name.clone(), Setting { value: default.clone(), secret: false });
+                }
+                None => {
+                    return Err(ConfigError::Missing {
+                        file: (!self.file.is_empty()).then(|| self.section_of(&spec.name).unwrap_or_else(|| self.file.clone())),
+                        task: spec.name.clone(),
+                        setting: declared.name.clone(),
+                        doc: declared.doc.clone(),
+                    })
+                }
+            }
+        }
+        Ok(Settings::new(values))
     }
 
     /// `file:line` of `task`'s section, if the file has one.
@@ -154,11 +217,19 @@ impl Config {
 
     fn override_spec(&self, spec: &TaskSpec, o: &TaskOverride) -> Result<TaskSpec, ConfigError> {
         let mut spec = spec.clone();
-        if o.cron.is_some() || o.zone.is_some() {
-            let cron = o.cron.as_ref().map_or(spec.schedule.cron().to_owned(), |c| c.get_ref().clone());
-            let zone = o.zone.as_ref().map_or(spec.schedule.zone().name().to_owned(), |z| z.get_ref().clone());
+        if spec.schedule.is_none() {
+            if let Some(span) = [&o.cron, &o.catch_up, &o.start_at].into_iter().flatten().map(Spanned::span).next() {
+                return self.invalid(span, format!("task {:?} runs on demand: it has no schedule to set (only zone, horizon and settings apply)", spec.name));
+            }
+        }
+        if let Some(zone) = &o.zone {
+            spec.zone = zone.get_ref().trim().parse().or_else(|_| self.invalid(zone.span(), crate::calendar::CalendarError::Zone(zone.get_ref().clone()).to_string()))?;
+        }
+        if let (Some(schedule), true) = (&spec.schedule, o.cron.is_some() || o.zone.is_some()) {
+            let cron = o.cron.as_ref().map_or(schedule.cron().to_owned(), |c| c.get_ref().clone());
+            let zone = o.zone.as_ref().map_or(schedule.zone().name().to_owned(), |z| z.get_ref().clone());
             spec.schedule = match Schedule::new(&cron, &zone) {
-                Ok(s) => s,
+                Ok(s) => Some(s),
                 Err(e) => {
                     let span = match &e {
                         crate::calendar::CalendarError::Zone(_) => o.zone.as_ref().map(Spanned::span),

@@ -14,15 +14,17 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::bindings::exports::almanac::plugin::task::TaskError;
-use crate::bindings::{TaskPlugin, TaskPluginPre, WIT_VERSION};
 use crate::bindings::almanac::plugin as wit;
 use crate::bindings::Transaction;
+use crate::capability::config::Settings;
 use crate::capability::db::{Ending, Lent, Policy, Session};
 use crate::capability::log::{CallFields, Logger};
 pub use crate::task::TaskSpec;
 pub use registry::{Loaded, Registry};
+use world::{Instance, Pre};
 
 mod registry;
+mod world;
 
 /// How often the engine's epoch advances; the resolution of plugin deadlines.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -80,7 +82,7 @@ pub enum LoadError {
     CoreModule { file: String },
     #[error("{file}: invalid component: {reason}")]
     Invalid { file: String, reason: String },
-    #[error("{file}: does not fit world task-plugin of {WIT_VERSION}: {reason}")]
+    #[error("{file}: does not fit world task-plugin of {}: {reason}", crate::bindings::WIT_VERSIONS.join(" or "))]
     World { file: String, reason: String },
     #[error("{file}: describe() failed: {reason}")]
     Describe { file: String, reason: String },
@@ -150,6 +152,7 @@ pub struct HostState {
     limiter: MemoryCap,
     db: Session,
     log: Logger,
+    config: Settings,
     stderr: MemoryOutputPipe,
     /// When the call must end; checked on every epoch tick.
     deadline: Instant,
@@ -224,6 +227,8 @@ impl Runtime {
         wit::db::add_to_linker::<HostState, HasSelf<Session>>(&mut linker, |s| &mut s.db).map_err(wasm_error)?;
         wit::outbox::add_to_linker::<HostState, HasSelf<Session>>(&mut linker, |s| &mut s.db).map_err(wasm_error)?;
         wit::log::add_to_linker::<HostState, HasSelf<Logger>>(&mut linker, |s| &mut s.log).map_err(wasm_error)?;
+        wit::config::add_to_linker::<HostState, HasSelf<Settings>>(&mut linker, |s| &mut s.config).map_err(wasm_error)?;
+        world::add_v0_1_to_linker(&mut linker).map_err(wasm_error)?;
         let ticker = {
             let engine = engine.weak();
             std::thread::Builder::new().name("almanac-epoch".into()).spawn(move || {
@@ -255,11 +260,7 @@ impl Runtime {
                 .await
                 .map_err(|e| LoadError::Invalid { file: name.clone(), reason: format!("compilation did not finish: {e}") })??
         };
-        let pre = self
-            .linker
-            .instantiate_pre(&component)
-            .and_then(TaskPluginPre::new)
-            .map_err(|e| LoadError::World { file: name.clone(), reason: format!("{e:#}") })?;
+        let pre = Pre::new(&self.linker, &self.engine, &component).map_err(|reason| LoadError::World { file: name.clone(), reason })?;
         let mut plugin = Plugin {
             runtime: self.clone(),
             pre,
@@ -268,6 +269,8 @@ impl Runtime {
             spec: TaskSpec::placeholder(),
             role: None,
             applied: arc_swap::ArcSwapOption::empty(),
+            settings: arc_swap::ArcSwap::from_pointee(Settings::default()),
+            suspended: std::sync::atomic::AtomicBool::new(false),
         };
         let info = plugin
             .describe()
@@ -352,7 +355,7 @@ impl PluginFile {
 /// One loaded plugin: a compiled component, ready to instantiate, and its task.
 pub struct Plugin {
     runtime: Arc<Runtime>,
-    pre: TaskPluginPre<HostState>,
+    pre: Pre,
     pub path: PathBuf,
     /// SHA-256 of the `.wasm` file, recorded on every job it completes.
     pub digest: String,
@@ -361,6 +364,19 @@ pub struct Plugin {
     role: Option<Arc<crate::access::Role>>,
     /// The stored schedule, as the scheduler last read it (None: as declared).
     applied: arc_swap::ArcSwapOption<crate::task::Applied>,
+    /// The values `config.get` answers with (declared defaults and the operator's).
+    settings: arc_swap::ArcSwap<Settings>,
+    /// Not served here for now: its applied settings hold a secret this host lacks.
+    suspended: std::sync::atomic::AtomicBool,
+}
+
+/// Bumped whenever a plugin is suspended or resumed: workers recompute the tasks they
+/// claim for when it moves (one atomic load per batch).
+static SUSPENSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many times plugins were suspended or resumed, for workers to notice.
+pub fn suspensions() -> u64 {
+    SUSPENSIONS.load(std::sync::atomic::Ordering::Acquire)
 }
 
 impl Plugin {
@@ -378,6 +394,36 @@ impl Plugin {
         self.applied.store(Some(Arc::new(applied)));
     }
 
+    /// The settings its calls read.
+    pub fn settings(&self) -> Arc<Settings> {
+        self.settings.load_full()
+    }
+
+    /// Give its calls these settings from now on.
+    pub fn set_settings(&self, settings: Settings) {
+        self.settings.store(Arc::new(settings));
+    }
+
+    /// Stop claiming its jobs on this host (logged once, with why).
+    pub fn suspend(&self, why: String) {
+        if !self.suspended.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            tracing::error!(task = %self.name(), "not served here: {why}");
+            SUSPENSIONS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    /// Claim its jobs again.
+    pub fn resume(&self) {
+        if self.suspended.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            tracing::info!(task = %self.name(), "served here again: its settings agree with the applied ones");
+            SUSPENSIONS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
+
+    pub fn is_suspended(&self) -> bool {
+        self.suspended.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn store(&self, conn: Lent, fields: CallFields) -> (Store<HostState>, Instant) {
         let timeout = self.spec.timeout;
         let deadline = Instant::now() + timeout;
@@ -393,6 +439,7 @@ impl Plugin {
             limiter: MemoryCap(self.runtime.limits.memory_bytes),
             db: Session::new(fields.task.clone(), conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes, self.runtime.cancel_tls.clone()),
             log: Logger::new(fields),
+            config: (*self.settings.load_full()).clone(),
             stderr,
             deadline,
         };
@@ -411,14 +458,14 @@ impl Plugin {
         (store, deadline)
     }
 
-    async fn instantiate(&self, store: &mut Store<HostState>) -> Result<TaskPlugin, CallError> {
-        self.pre.instantiate_async(&mut *store).await.map_err(|e| CallError::Instantiate(format!("{e:#}")))
+    async fn instantiate(&self, store: &mut Store<HostState>) -> Result<Instance, CallError> {
+        self.pre.instantiate(&mut *store).await.map_err(|e| CallError::Instantiate(format!("{e:#}")))
     }
 
     async fn describe(&self) -> Result<crate::bindings::exports::almanac::plugin::task::TaskInfo, CallError> {
         let (mut store, _) = self.store(Lent::Nothing, CallFields { plugin: self.path.display().to_string(), ..Default::default() });
         let instance = self.instantiate(&mut store).await?;
-        let outcome = self.bounded(instance.almanac_plugin_task().call_describe(&mut store)).await;
+        let outcome = self.bounded(instance.describe(&mut store)).await;
         finish(&store, outcome.map(|r| r.map(Ok)), self.spec.timeout, self.runtime.limits.memory_bytes).result
     }
 
@@ -444,7 +491,7 @@ impl Plugin {
             Ok(ready) => ready,
             Err(e) => return Called { result: Err(e), ending: Ending::default() },
         };
-        let outcome = self.bounded(instance.almanac_plugin_task().call_run(&mut store, job, tx)).await;
+        let outcome = self.bounded(instance.run(&mut store, job, tx)).await;
         finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
     }
 
@@ -456,13 +503,13 @@ impl Plugin {
             Ok(ready) => ready,
             Err(e) => return Called { result: Err(e), ending: Ending::default() },
         };
-        let call = instance.almanac_plugin_task().call_plan(&mut store, slot, tx, after, limit);
+        let call = instance.plan(&mut store, slot, tx, after, limit);
         let outcome = self.bounded(call).await;
         finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
     }
 
     /// A fresh instance in `store` and the transaction it is lent.
-    async fn ready(&self, store: &mut Store<HostState>) -> Result<(TaskPlugin, Resource<Transaction>), CallError> {
+    async fn ready(&self, store: &mut Store<HostState>) -> Result<(Instance, Resource<Transaction>), CallError> {
         let instance = self.instantiate(store).await?;
         Ok((instance, lend(store)?))
     }

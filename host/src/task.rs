@@ -30,12 +30,24 @@ impl fmt::Display for CatchUp {
     }
 }
 
+/// One setting a task takes (WIT `setting`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingSpec {
+    pub name: String,
+    /// None: required.
+    pub default: Option<String>,
+    pub doc: String,
+}
+
 /// A loaded task's identity, schedule and limits.
 #[derive(Debug, Clone)]
 pub struct TaskSpec {
     pub name: String,
     pub version: String,
-    pub schedule: Schedule,
+    /// None: an on-demand task; its jobs come only from enqueues.
+    pub schedule: Option<Schedule>,
+    /// The zone its slots are labelled in (the schedule's, or the declared one).
+    pub zone: chrono_tz::Tz,
     pub catch_up: CatchUp,
     pub max_attempts: u32,
     pub timeout: Duration,
@@ -44,6 +56,8 @@ pub struct TaskSpec {
     pub setup: Vec<String>,
     /// The database role its statements run under.
     pub role: String,
+    /// The settings it takes.
+    pub settings: Vec<SettingSpec>,
 }
 
 impl TaskSpec {
@@ -52,13 +66,15 @@ impl TaskSpec {
         TaskSpec {
             name: String::new(),
             version: String::new(),
-            schedule: Schedule::new("0 0 1 1 *", "UTC").expect("a valid constant schedule"),
+            schedule: None,
+            zone: chrono_tz::UTC,
             catch_up: CatchUp::All,
             max_attempts: 1,
             timeout: Duration::from_secs(10),
             tables: Vec::new(),
             setup: Vec::new(),
             role: String::new(),
+            settings: Vec::new(),
         }
     }
 
@@ -72,7 +88,22 @@ impl TaskSpec {
                 info.name
             ));
         }
-        let schedule = Schedule::new(&info.schedule, &info.zone).map_err(|e| format!("task {:?}: {e}", info.name))?;
+        let schedule = match &info.schedule {
+            Some(cron) => Some(Schedule::new(cron, &info.zone).map_err(|e| format!("task {:?}: {e}", info.name))?),
+            None => None,
+        };
+        let zone = info.zone.trim().parse::<chrono_tz::Tz>().map_err(|_| format!("task {:?}: unknown time zone {:?}", info.name, info.zone))?;
+        let mut settings: Vec<SettingSpec> = Vec::new();
+        for s in info.settings {
+            let name_ok = !s.name.is_empty() && s.name.len() <= 64 && s.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+            if !name_ok {
+                return Err(format!("task {:?}: setting name {:?} is invalid: use 1-64 lowercase letters, digits, '-' and '_'", info.name, s.name));
+            }
+            if settings.iter().any(|d| d.name == s.name) {
+                return Err(format!("task {:?}: setting {:?} is declared twice", info.name, s.name));
+            }
+            settings.push(SettingSpec { name: s.name, default: s.default, doc: crate::text::clip(s.doc, 200) });
+        }
         if info.max_attempts == 0 {
             return Err(format!("task {:?}: max-attempts must be at least 1", info.name));
         }
@@ -98,11 +129,13 @@ impl TaskSpec {
             name: info.name,
             version: info.version,
             schedule,
+            zone,
             catch_up,
             max_attempts: info.max_attempts,
             timeout: Duration::from_millis(u64::from(info.timeout_ms)),
             tables,
             setup: info.setup,
+            settings,
         })
     }
 }
@@ -147,13 +180,24 @@ impl CatchUp {
 #[derive(Debug, Clone)]
 pub struct Applied {
     pub revision: i64,
-    pub schedule: Schedule,
+    /// None: on demand.
+    pub schedule: Option<Schedule>,
+    pub zone: chrono_tz::Tz,
     pub catch_up: CatchUp,
 }
 
 impl Applied {
     pub fn declared(spec: &TaskSpec) -> Applied {
-        Applied { revision: 0, schedule: spec.schedule.clone(), catch_up: spec.catch_up }
+        Applied { revision: 0, schedule: spec.schedule.clone(), zone: spec.zone, catch_up: spec.catch_up }
+    }
+
+    /// The slot a job of this task starting at `start` belongs to: its schedule's, or,
+    /// on demand, the instant itself (end = start), labelled in the task's zone.
+    pub fn slot_at(&self, start: DateTime<Utc>) -> Slot {
+        match &self.schedule {
+            Some(schedule) => schedule.slot_at(start),
+            None => Slot { start, end: start, label: start.with_timezone(&self.zone).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false) },
+        }
     }
 
     /// A slot of this schedule as the plugin sees it (WIT `slot`).
@@ -162,7 +206,7 @@ impl Applied {
             start: slot.start.timestamp_micros(),
             end: slot.end.timestamp_micros(),
             label: slot.label.clone(),
-            zone: self.schedule.zone().name().to_owned(),
+            zone: self.zone.name().to_owned(),
         }
     }
 }

@@ -55,7 +55,9 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
     demo::reset(&conn).await.context("resetting the demo tables")?;
 
     // The outage: the cursor is put back as if the last host stopped `days` slots ago.
-    let schedule = &plugin.spec.schedule;
+    let Some(schedule) = &plugin.spec.schedule else {
+        bail!("{TASK} runs on demand: the demo needs its schedule");
+    };
     let now: DateTime<Utc> = almanac::db::server_now(&conn).await?;
     let recent: Vec<_> = schedule
         .slots_after(now - chrono::Duration::days(args.days as i64 + 2))

@@ -64,7 +64,7 @@ pub struct RetryArgs {
 pub async fn retry(url: &str, args: RetryArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
     let schedule = super::task_schedule(&client, &args.task).await?;
-    let slot = args.slot.as_deref().map(|s| schedule.parse_slot(s)).transpose().map_err(anyhow::Error::msg).context("--slot")?;
+    let slot = args.slot.as_deref().map(|s| super::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")?;
     let n = operate::retry(&client, &args.task, slot, args.key.as_deref()).await?;
     println!("{n} failed job(s) of {} back to pending; their earlier attempts stay in almanac.attempts", args.task);
     Ok(ExitCode::SUCCESS)
@@ -95,7 +95,7 @@ pub async fn discard(url: &str, args: DiscardArgs) -> anyhow::Result<ExitCode> {
     }
     let (client, _conn) = super::connect_once(url).await?;
     let schedule = super::task_schedule(&client, &args.task).await?;
-    let slot = args.slot.as_deref().map(|s| schedule.parse_slot(s)).transpose().map_err(anyhow::Error::msg).context("--slot")?;
+    let slot = args.slot.as_deref().map(|s| super::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")?;
     let origin = almanac::scheduler::applied::origin("discard");
     let n = operate::discard(&client, &args.task, slot, args.key.as_deref(), &origin, &args.reason).await?;
     println!("{n} pending or failed job(s) of {} discarded: kept as evidence, never run, pruned like done jobs", args.task);

@@ -369,8 +369,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let (client, _conn) = connect_once(&url).await?;
             // A task no host registered would leave an orphan job pending forever.
             let schedule = task_schedule(&client, &task).await?;
-            let slot = schedule.parse_slot(&slot).map_err(anyhow::Error::msg).context("--slot")?;
-            if !off_calendar && !schedule.is_on_calendar(slot) {
+            let slot = parse_slot(schedule.as_ref(), &slot).context("--slot")?;
+            if let Some(schedule) = schedule.as_ref().filter(|s| !off_calendar && !s.is_on_calendar(slot)) {
                 let near: Vec<String> = schedule.slots_after(slot).take(2).map(|s| format!("{} ({})", s.label, s.start.format("%Y-%m-%d %H:%M:%SZ"))).collect();
                 anyhow::bail!(
                     "--slot {} is not on {task}'s calendar ({} in {}); the next slots are {}. Give --off-calendar to enqueue it anyway",
@@ -493,11 +493,12 @@ pub(crate) async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::C
     Ok((client, handle))
 }
 
-/// The schedule of `task`, or an error naming the tasks there are: a typo must not read
-/// as "0 jobs" or enqueue a job no host will ever run.
-pub(crate) async fn task_schedule(client: &tokio_postgres::Client, task: &str) -> anyhow::Result<almanac::calendar::Schedule> {
-    match registered_schedule(client, task).await? {
-        Some(schedule) => Ok(schedule),
+/// The schedule of `task` (None: it runs on demand), or an error naming the tasks there
+/// are: a typo must not read as "0 jobs" or enqueue a job no host will ever run.
+pub(crate) async fn task_schedule(client: &tokio_postgres::Client, task: &str) -> anyhow::Result<Option<almanac::calendar::Schedule>> {
+    match scheduler::operate::schedule_of(client, task).await? {
+        Some((Some(cron), zone)) => Ok(Some(almanac::calendar::Schedule::new(&cron, &zone)?)),
+        Some((None, _)) => Ok(None),
         None => {
             let known: Vec<String> = scheduler::operate::list(client).await?.into_iter().map(|r| r.task).collect();
             anyhow::bail!("no task {task:?}: no host has registered it (known: {})", known.join(", "))
@@ -505,12 +506,14 @@ pub(crate) async fn task_schedule(client: &tokio_postgres::Client, task: &str) -
     }
 }
 
-/// The schedule a host registered for `task`, if any.
-async fn registered_schedule(client: &tokio_postgres::Client, task: &str) -> anyhow::Result<Option<almanac::calendar::Schedule>> {
-    match scheduler::operate::schedule_of(client, task).await? {
-        Some((cron, zone)) => Ok(Some(almanac::calendar::Schedule::new(&cron, &zone)?)),
-        None => Ok(None),
+/// A slot as an operator writes it: by the task's schedule, or, on demand, any instant
+/// (a date means UTC midnight).
+pub(crate) fn parse_slot(schedule: Option<&almanac::calendar::Schedule>, text: &str) -> anyhow::Result<chrono::DateTime<chrono::Utc>> {
+    match schedule {
+        Some(schedule) => schedule.parse_slot(text),
+        None => almanac::calendar::parse_instant(text, chrono_tz::UTC),
     }
+    .map_err(anyhow::Error::msg)
 }
 
 /// `DATABASE_URL`; else libpq's `PG*` variables when they name a server (`PGHOST`,

@@ -60,6 +60,7 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
             let (cron, zone) = scheduler::operate::schedule_of(&client, task)
                 .await?
                 .with_context(|| format!("no schedule for task {task:?} (it appears once a host has loaded its plugin)"))?;
+            let cron = cron.with_context(|| format!("task {task:?} runs on demand: it has no slots to preview"))?;
             Schedule::new(&cron, &zone)?
         }
         _ => bail!("give a TASK, or --cron and --zone"),
@@ -114,7 +115,8 @@ pub async fn schedules(url: &str, json: bool) -> anyhow::Result<ExitCode> {
     for r in rows {
         let (task, cron, zone) = (r.task, r.cron, r.zone);
         let cursor = r.generated_through;
-        let schedule = Schedule::new(&cron, &zone).ok();
+        let schedule = cron.as_deref().and_then(|c| Schedule::new(c, &zone).ok());
+        let cron = cron.unwrap_or_else(|| "(on demand)".into());
         let tz = schedule.as_ref().map_or(chrono_tz::UTC, Schedule::zone);
         let next = schedule.as_ref().and_then(|s| s.next_after(cursor)).map(|s| s.start);
         let line = ScheduleLine {
@@ -172,7 +174,9 @@ pub struct CursorArgs {
 
 pub async fn cursor(url: &str, args: CursorArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
-    let schedule = super::task_schedule(&client, &args.task).await?;
+    let Some(schedule) = super::task_schedule(&client, &args.task).await? else {
+        bail!("{} runs on demand: it has no cursor", args.task);
+    };
     let to = match args.to.trim() {
         "now" => almanac::db::server_now(&client).await?,
         text => schedule.parse_slot(text).map_err(anyhow::Error::msg).context("--to")?,
@@ -230,7 +234,7 @@ pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> an
         let mut spec = plugin.spec.clone();
         let settings = match &config {
             Some(config) => config.apply_to(&mut spec)?,
-            None => Default::default(),
+            None => almanac::config::Config::none().apply_to(&mut spec)?,
         };
         let tx = client.transaction().await?;
         let outcome = applied::apply(&tx, &spec, &settings, &origin, reason.as_deref()).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
@@ -240,7 +244,10 @@ pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> an
         }
         match outcome {
             applied::Applied::Unchanged => println!("{}: unchanged", spec.name),
-            applied::Applied::Registered { cursor } => println!("{}: {registered} ({:?} in {}, cursor {})", spec.name, spec.schedule.cron(), spec.schedule.zone(), utc(cursor)),
+            applied::Applied::Registered { cursor } => match &spec.schedule {
+                Some(s) => println!("{}: {registered} ({:?} in {}, cursor {})", spec.name, s.cron(), s.zone(), utc(cursor)),
+                None => println!("{}: {registered} (on demand)", spec.name),
+            },
             applied::Applied::Changed { changes, cursor } => {
                 println!("{}: {changed}: {}", spec.name, changes.join(", "));
                 if let Some((from, to, end)) = cursor {
@@ -321,19 +328,22 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
         bail!("task {:?} is not among the plugins loaded from {} (loaded: {})", args.task, args.plugins.display(), host.registry().tasks().join(", "));
     };
     // A backfill generates by the schedule every host runs by, never by another one.
+    let Some(schedule) = &plugin.spec.schedule else {
+        bail!("{} runs on demand: it has no slots to backfill; enqueue its jobs (almanac.enqueue, `almanac enqueue`)", args.task);
+    };
     if let Some((cron, zone)) = scheduler::operate::schedule_of(&*host.pool.get().await?, &args.task).await? {
-        let spec = &plugin.spec;
-        if (cron.as_str(), zone.as_str()) != (spec.schedule.cron(), spec.schedule.zone().name()) {
+        if (cron.as_deref(), zone.as_str()) != (Some(schedule.cron()), schedule.zone().name()) {
             bail!(
-                "{}: this folder and file say cron {:?} in {}, but the schedule every host runs by is cron {cron:?} in {zone}; \
+                "{}: this folder and file say cron {:?} in {}, but the schedule every host runs by is cron {:?} in {zone}; \
                  a backfill generates by the stored one: `almanac apply` first, or make the file agree",
                 args.task,
-                spec.schedule.cron(),
-                spec.schedule.zone()
+                schedule.cron(),
+                schedule.zone(),
+                cron.as_deref().unwrap_or("(on demand)")
             );
         }
     }
-    let zone = plugin.spec.schedule.zone();
+    let zone = schedule.zone();
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;
     let to = parse_instant(&args.to, zone).map_err(anyhow::Error::msg).context("--to")?;
     let conn = Arc::new(host.pool.get().await?);
@@ -341,7 +351,7 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
     if to > now {
         bail!("--to {} is in the future; backfill only generates slots that have started (the schedule does the rest)", utc(to));
     }
-    let total = plugin.spec.schedule.slots_after(from - chrono::Duration::microseconds(1)).take_while(|s| s.start < to).count();
+    let total = schedule.slots_after(from - chrono::Duration::microseconds(1)).take_while(|s| s.start < to).count();
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(total as u64);
         bar.set_style(

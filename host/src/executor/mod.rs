@@ -131,6 +131,7 @@ impl Worker {
         let mut idle = Duration::from_millis(10);
         let mut slots = SlotCache::default();
         let mut registry = self.context.loaded.load_full();
+        let mut suspensions = crate::plugin::suspensions();
         let mut tasks = registry.tasks();
         let mut alone = std::collections::VecDeque::new();
         while !shutdown.is_cancelled() {
@@ -150,7 +151,8 @@ impl Worker {
                 // Claim for the tasks loaded now (recomputed only when a reload swapped
                 // the registry).
                 let now = self.context.loaded.load_full();
-                if !Arc::ptr_eq(&now, &registry) {
+                if !Arc::ptr_eq(&now, &registry) || suspensions != crate::plugin::suspensions() {
+                    suspensions = crate::plugin::suspensions();
                     tasks = now.tasks();
                     registry = now;
                 }
@@ -209,7 +211,7 @@ impl SlotCache {
         if self.slots.len() >= Self::CAPACITY {
             self.slots.clear();
         }
-        let slot = applied.wit_slot(&applied.schedule.slot_at(start));
+        let slot = applied.wit_slot(&applied.slot_at(start));
         self.slots.insert(key, slot.clone());
         slot
     }

@@ -51,8 +51,9 @@ impl Registry {
         all.into_iter()
     }
 
+    /// The tasks served: loaded and not suspended.
     pub fn tasks(&self) -> Vec<String> {
-        self.iter().map(|p| p.name().to_owned()).collect()
+        self.iter().filter(|p| !p.is_suspended()).map(|p| p.name().to_owned()).collect()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -1,17 +1,22 @@
 //! The applied schedule: one truth across hosts. A schedule (cron, zone, catch-up,
-//! horizon) is stored once in `almanac.schedules` and changed only deliberately —
+//! horizon) and the task's settings are stored once in `almanac.schedules` and changed only deliberately —
 //! `almanac apply`, `cursor`, `pause`, `resume`, `forget` — each change recorded in
 //! `almanac.changes` (who, when, from what to what) with a new revision. A host starting
 //! registers a schedule that does not exist yet and never changes one that does: when
 //! its plugin and file say otherwise, it does not serve that task and says why. A
 //! running host follows the stored schedule, logging every change it sees.
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use std::sync::Arc;
+
 use crate::calendar::Schedule;
+use crate::capability::config::{Setting, Settings, SECRET};
 use crate::config::TaskSettings;
+use crate::plugin::Plugin;
 use crate::db::Sql;
 use crate::task::{default_horizon, format_duration, CatchUp, TaskSpec};
 
@@ -22,40 +27,64 @@ const RECORD_CHANGE: &str = include_str!("record_change.sql");
 const CHANGES_SINCE: &str = include_str!("changes_since.sql");
 const LAST_CHANGE: &str = include_str!("last_change.sql");
 const SLOT_HANDLED: &str = include_str!("slot_handled.sql");
+const ADOPT_SETTINGS: &str = include_str!("adopt_settings.sql");
 
 /// Slots of the new schedule walked at most to find where it takes over.
 const MAX_WALK: usize = 1_000_000;
 
-/// What is shared about a schedule: every host generates by the same one.
+/// What is shared about a task: every host generates by the same schedule and runs its
+/// jobs with the same settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Record {
-    pub cron: String,
+    /// None: on demand.
+    pub cron: Option<String>,
     pub zone: String,
     pub catch_up: String,
     pub horizon: String,
+    /// Values, and digests of secrets ([`crate::capability::config::Settings::shown`]).
+    pub settings: BTreeMap<String, String>,
 }
 
 impl Record {
-    /// What a loaded plugin, adjusted by this host's file, says the schedule is.
+    /// What a loaded plugin, adjusted by this host's file, says the task is.
     pub fn declared(spec: &TaskSpec, settings: &TaskSettings) -> Record {
         let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
         Record {
-            cron: spec.schedule.cron().to_owned(),
-            zone: spec.schedule.zone().name().to_owned(),
+            cron: spec.schedule.as_ref().map(|s| s.cron().to_owned()),
+            zone: spec.zone.name().to_owned(),
             catch_up: spec.catch_up.to_string(),
             horizon: format_duration(horizon),
+            settings: settings.values.shown(&spec.name),
         }
     }
 
+    /// The stored record; settings NULL (never recorded) read as empty.
     fn stored(row: &tokio_postgres::Row) -> Record {
         let horizon: f64 = row.get(3);
-        Record { cron: row.get(0), zone: row.get(1), catch_up: row.get(2), horizon: format_duration(Duration::from_secs_f64(horizon.max(0.0))) }
+        let settings: serde_json::Value = row.get::<_, Option<serde_json::Value>>(7).unwrap_or_default();
+        Record {
+            cron: row.get(0),
+            zone: row.get(1),
+            catch_up: row.get(2),
+            horizon: format_duration(Duration::from_secs_f64(horizon.max(0.0))),
+            settings: serde_json::from_value(settings).unwrap_or_default(),
+        }
     }
 
     /// The fields that differ, as `cron "a" -> "b"`; empty when they agree.
     pub fn diff(&self, to: &Record) -> Vec<String> {
-        let fields = [("cron", &self.cron, &to.cron), ("zone", &self.zone, &to.zone), ("catch_up", &self.catch_up, &to.catch_up), ("horizon", &self.horizon, &to.horizon)];
-        fields.iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a:?} -> {b:?}")).collect()
+        let cron = |r: &Record| r.cron.clone().unwrap_or_else(|| "(on demand)".into());
+        let fields = [("cron", cron(self), cron(to)), ("zone", self.zone.clone(), to.zone.clone()), ("catch_up", self.catch_up.clone(), to.catch_up.clone()), ("horizon", self.horizon.clone(), to.horizon.clone())];
+        let mut diff: Vec<String> = fields.iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a:?} -> {b:?}")).collect();
+        let names: std::collections::BTreeSet<&String> = self.settings.keys().chain(to.settings.keys()).collect();
+        for name in names {
+            let (a, b) = (self.settings.get(name), to.settings.get(name));
+            if a != b {
+                let show = |v: Option<&String>| v.map_or("(none)".to_owned(), |v| format!("{v:?}"));
+                diff.push(format!("setting {name} {} -> {}", show(a), show(b)));
+            }
+        }
+        diff
     }
 
     fn json(&self) -> serde_json::Value {
@@ -93,7 +122,8 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
                 &settings.start_at,
                 &settings.paused,
                 &horizon.as_secs_f64(),
-                &spec.schedule.published_json(Utc::now()),
+                &spec.schedule.as_ref().map(|s| s.published_json(Utc::now())),
+                &serde_json::json!(declared.settings),
             ],
         )
         .await?;
@@ -104,10 +134,14 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
         after["paused"] = serde_json::json!(settings.paused.unwrap_or(false));
         let none: Option<serde_json::Value> = None;
         client.exec(RECORD_CHANGE, &[&spec.name, &revision, &"register", &none, &after, &origin("run"), &Some(source)]).await?;
-        tracing::info!(task = %spec.name, cron = %declared.cron, zone = %declared.zone, cursor = %cursor, "schedule registered");
+        tracing::info!(task = %spec.name, cron = declared.cron.as_deref().unwrap_or("(on demand)"), zone = %declared.zone, cursor = %cursor, "schedule registered");
         return Ok(());
     }
-    let row = client.one(STORED_SCHEDULE, &[&spec.name]).await?;
+    let mut row = client.one(STORED_SCHEDULE, &[&spec.name]).await?;
+    if row.get::<_, Option<serde_json::Value>>(7).is_none() {
+        client.exec(ADOPT_SETTINGS, &[&spec.name, &serde_json::json!(declared.settings), &origin("run")]).await?;
+        row = client.one(STORED_SCHEDULE, &[&spec.name]).await?;
+    }
     let stored = Record::stored(&row);
     let (cursor, paused): (DateTime<Utc>, bool) = (row.get(5), row.get(6));
     if stored != declared {
@@ -157,7 +191,13 @@ pub enum RegisterError {
 }
 
 fn show(r: &Record) -> String {
-    format!("cron {:?} in {}, catch_up {}, horizon {}", r.cron, r.zone, r.catch_up, r.horizon)
+    let schedule = match &r.cron {
+        Some(cron) => format!("cron {cron:?} in {}, catch_up {}", r.zone, r.catch_up),
+        None => format!("on demand in {}", r.zone),
+    };
+    let settings: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k} = {v:?}")).collect();
+    let settings = if settings.is_empty() { String::new() } else { format!(", settings {}", settings.join(", ")) };
+    format!("{schedule}, horizon {}{settings}", r.horizon)
 }
 
 /// What `almanac apply` did to one task's schedule.
@@ -198,11 +238,12 @@ pub async fn apply(
     }
     let cursor: DateTime<Utc> = row.get(5);
     let mut moved = None;
-    if (stored.cron.as_str(), stored.zone.as_str()) != (declared.cron.as_str(), declared.zone.as_str()) {
-        let old = Schedule::new(&stored.cron, &stored.zone).map_err(|e| ApplyError::Invalid(format!("the stored schedule of {:?}: {e}", spec.name)))?;
+    let calendars = (stored.cron.as_deref(), spec.schedule.as_ref());
+    if let ((Some(old), Some(new)), true) = (calendars, (&stored.cron, &stored.zone) != (&declared.cron, &declared.zone)) {
+        let old = Schedule::new(old, &stored.zone).map_err(|e| ApplyError::Invalid(format!("the stored schedule of {:?}: {e}", spec.name)))?;
         let handled: bool = tx.one(SLOT_HANDLED, &[&spec.name, &cursor]).await?.get(0);
         if let Some(end) = handled.then(|| old.next_after(cursor)).flatten().map(|s| s.start) {
-            let mut walk = spec.schedule.slots_after(cursor).take_while(|s| s.start < end).take(MAX_WALK + 1);
+            let mut walk = new.slots_after(cursor).take_while(|s| s.start < end).take(MAX_WALK + 1);
             let last = walk.by_ref().take(MAX_WALK).last().map(|s| s.start);
             if walk.next().is_some() {
                 return Err(ApplyError::Invalid(format!(
@@ -220,7 +261,16 @@ pub async fn apply(
     let revision: i64 = tx
         .one(
             APPLY_SCHEDULE,
-            &[&spec.name, &declared.cron, &declared.zone, &declared.catch_up, &horizon.as_secs_f64(), &new_cursor, &spec.schedule.published_json(Utc::now())],
+            &[
+                &spec.name,
+                &declared.cron,
+                &declared.zone,
+                &declared.catch_up,
+                &horizon.as_secs_f64(),
+                &new_cursor,
+                &spec.schedule.as_ref().map(|s| s.published_json(Utc::now())),
+                &serde_json::json!(declared.settings),
+            ],
         )
         .await?
         .get(0);
@@ -241,21 +291,30 @@ pub enum ApplyError {
     Invalid(String),
 }
 
-/// The stored schedule a tick found, if it differs from the one the host knew: parsed,
-/// with each change since logged. A stored schedule this host cannot read (a zone its
-/// time-zone data lacks) keeps the one it knew, with an error.
-pub async fn follow(client: &impl Sql, task: &str, known: &crate::task::Applied, row: &tokio_postgres::Row) -> Result<Option<crate::task::Applied>, tokio_postgres::Error> {
+/// Bring a served task in line with what a tick read of its stored record (`row`, as
+/// lock_schedule.sql lays it out), when its revision moved: log each change since the
+/// one this host knew, follow the schedule, adopt plain settings and stop serving the
+/// task while a secret differs (it cannot be adopted: the database holds only digests).
+/// Returns the schedule to generate by.
+pub async fn follow(client: &impl Sql, plugin: &Plugin, row: &tokio_postgres::Row) -> Result<Arc<crate::task::Applied>, tokio_postgres::Error> {
+    let task = plugin.name();
+    let known = plugin.applied();
     let revision: i64 = row.get(3);
     if revision == known.revision {
-        return Ok(None);
+        return Ok(known);
     }
-    let (cron, zone, catch_up): (String, String, String) = (row.get(4), row.get(5), row.get(6));
-    let parsed = Schedule::new(&cron, &zone).map_err(|e| e.to_string()).and_then(|s| catch_up.parse::<CatchUp>().map(|c| (s, c)));
-    let (schedule, catch_up) = match parsed {
+    let (cron, zone, catch_up): (Option<String>, String, String) = (row.get(4), row.get(5), row.get(6));
+    let parsed = match &cron {
+        Some(cron) => Schedule::new(cron, &zone).map(Some).map_err(|e| e.to_string()),
+        None => Ok(None),
+    };
+    let parsed = parsed.and_then(|s| zone.parse::<chrono_tz::Tz>().map_err(|e| e.to_string()).map(|z| (s, z)));
+    let parsed = parsed.and_then(|(s, z)| catch_up.parse::<CatchUp>().map(|c| (s, z, c)));
+    let (schedule, zone, catch_up) = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {
-            tracing::error!(%task, revision, "the stored schedule cannot be read here ({e}); keeping {:?} in {}", known.schedule.cron(), known.schedule.zone());
-            return Ok(None);
+            tracing::error!(%task, revision, "the stored schedule cannot be read here ({e}); keeping the one this host knew");
+            return Ok(known);
         }
     };
     // Revision 0: the schedule as loaded, before any tick; its changes are not news.
@@ -270,5 +329,44 @@ pub async fn follow(client: &impl Sql, task: &str, known: &crate::task::Applied,
             );
         }
     }
-    Ok(Some(crate::task::Applied { revision, schedule, catch_up }))
+    follow_settings(plugin, row.get(8));
+    plugin.follow(crate::task::Applied { revision, schedule, zone, catch_up });
+    Ok(plugin.applied())
+}
+
+/// Adopt the stored settings: plain values as they are; a secret this host holds
+/// differently (or lacks) suspends the task here until the two agree.
+fn follow_settings(plugin: &Plugin, stored: Option<serde_json::Value>) {
+    let task = plugin.name();
+    // Never recorded yet (a database from before settings): this host's stand.
+    let Some(stored) = stored else { return };
+    let stored: BTreeMap<String, String> = serde_json::from_value(stored).unwrap_or_default();
+    let current = plugin.settings();
+    let mine = current.shown(task);
+    if stored == mine {
+        plugin.resume();
+        return;
+    }
+    let mut values = BTreeMap::new();
+    for (name, value) in &stored {
+        match (value.starts_with(SECRET), mine.get(name)) {
+            (false, _) => {
+                values.insert(name.clone(), Setting { value: value.clone(), secret: false });
+            }
+            (true, Some(own)) if own == value => {
+                values.insert(name.clone(), current.get(name).cloned().expect("a shown setting exists"));
+            }
+            (true, _) => {
+                plugin.suspend(format!(
+                    "its setting {name:?} is a secret applied with another value than this host's environment gives; \
+                     this host stops serving the task until they agree (restart it with the secret `almanac apply` used)"
+                ));
+                return;
+            }
+        }
+    }
+    let changed: Vec<String> = stored.iter().filter(|(k, v)| mine.get(*k) != Some(v)).map(|(k, v)| format!("{k} = {v:?}")).collect();
+    tracing::info!(%task, settings = %changed.join(", "), "settings applied elsewhere; this host uses them from now on");
+    plugin.set_settings(Settings::new(values));
+    plugin.resume();
 }

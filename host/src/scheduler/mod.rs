@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use tokio_util::sync::CancellationToken;
 
-use crate::calendar::Slot;
+use crate::calendar::{Schedule, Slot};
 use crate::task::Applied;
 use crate::capability::db::END_CALL;
 use crate::job::MAX_KEY_BYTES;
@@ -29,6 +29,7 @@ const RECORD_GENERATED: &str = include_str!("record_generated.sql");
 const RECORD_SKIPPED: &str = include_str!("record_skipped.sql");
 const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
 const PUBLISH_CALENDAR: &str = include_str!("publish_calendar.sql");
+const READ_APPLIED: &str = include_str!("read_applied.sql");
 
 
 
@@ -117,26 +118,27 @@ pub async fn tick(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
 
 async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
     let spec = &plugin.spec;
-    let Some(row) = conn.opt(LOCK_SCHEDULE, &[&spec.name]).await? else {
+    // An on-demand task has nothing to generate; its record is read for its settings.
+    let read = if spec.schedule.is_some() { LOCK_SCHEDULE } else { READ_APPLIED };
+    let Some(row) = conn.opt(read, &[&spec.name]).await? else {
+        return Ok(TickOutcome::default());
+    };
+    // Generate by the stored schedule, whatever this host's file says (applied::register
+    // kept a host whose file disagrees from serving the task at all).
+    let applied = applied::follow(&**conn, plugin, &row).await?;
+    let Some(schedule) = applied.schedule.as_ref().filter(|_| !plugin.is_suspended()) else {
         return Ok(TickOutcome::default());
     };
     let (cursor, paused, now): (DateTime<Utc>, bool, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
-    // Generate by the stored schedule, whatever this host's file says (applied::register
-    // kept a host whose file disagrees from serving the task at all).
-    let mut schedule = plugin.applied();
-    if let Some(changed) = applied::follow(&**conn, &spec.name, &schedule, &row).await? {
-        plugin.follow(changed);
-        schedule = plugin.applied();
-    }
     let published_to: Option<chrono::NaiveDate> = row.get(7);
     if published_to.is_none_or(|to| to < now.date_naive() + chrono::Duration::days(crate::calendar::REFRESH_DAYS)) {
-        conn.exec(PUBLISH_CALENDAR, &[&spec.name, &schedule.schedule.published_json(now)]).await?;
+        conn.exec(PUBLISH_CALENDAR, &[&spec.name, &schedule.published_json(now)]).await?;
     }
     if paused {
         return Ok(TickOutcome::default());
     }
-    let due = schedule.schedule.slots_after(cursor).take_while(|s| s.start <= now);
-    let (outcome, last) = generate_slots(conn, plugin, &schedule, due, Some(now), options).await?;
+    let due = schedule.slots_after(cursor).take_while(|s| s.start <= now);
+    let (outcome, last) = generate_slots(conn, plugin, &applied, schedule, due, Some(now), options).await?;
     if let Some(last) = last {
         conn.exec(ADVANCE_CURSOR, &[&spec.name, &last]).await?;
         tracing::info!(task = %spec.name, generated = outcome.generated, skipped = outcome.skipped, jobs = outcome.jobs, through = %last, "slots generated");
@@ -149,7 +151,8 @@ async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
 async fn generate_slots(
     conn: &Arc<Object>,
     plugin: &Plugin,
-    schedule: &Applied,
+    applied: &Applied,
+    schedule: &Schedule,
     slots: impl Iterator<Item = Slot>,
     policy_now: Option<DateTime<Utc>>,
     options: &Options,
@@ -162,9 +165,9 @@ async fn generate_slots(
             outcome.more = true;
             break;
         }
-        match policy_now.and_then(|now| schedule.catch_up.skips(&schedule.schedule, &slot, now)) {
+        match policy_now.and_then(|now| applied.catch_up.skips(schedule, &slot, now)) {
             None => {
-                let (planned, jobs) = plan_slot(conn, plugin, schedule, &slot, options).await?;
+                let (planned, jobs) = plan_slot(conn, plugin, applied, &slot, options).await?;
                 let reason = policy_now.is_none().then_some("backfill");
                 conn.exec(RECORD_GENERATED, &[&spec.name, &slot.start, &reason, &(jobs as i64)]).await?;
                 outcome.generated += 1;
@@ -195,11 +198,14 @@ pub async fn backfill(
     let mut total = TickOutcome::default();
     // The first slot starting at or after `from`.
     let mut after = from - chrono::Duration::microseconds(1);
-    let schedule = plugin.applied();
+    let applied = plugin.applied();
+    let Some(schedule) = &applied.schedule else {
+        return Ok(total);
+    };
     loop {
-        let slots = schedule.schedule.slots_after(after).take_while(|s| s.start < to);
+        let slots = schedule.slots_after(after).take_while(|s| s.start < to);
         conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
-        let batch = match generate_slots(conn, plugin, &schedule, slots, None, options).await {
+        let batch = match generate_slots(conn, plugin, &applied, schedule, slots, None, options).await {
             Ok(batch) => batch,
             Err(e) => {
                 conn.batch_execute("ROLLBACK").await?;

@@ -15,15 +15,16 @@ const FORGET: &str = include_str!("forget.sql");
 #[derive(Debug, Clone)]
 pub struct ScheduleRow {
     pub task: String,
-    pub cron: String,
+    /// None: on demand.
+    pub cron: Option<String>,
     pub zone: String,
     pub catch_up: String,
     pub paused: bool,
     pub generated_through: DateTime<Utc>,
 }
 
-/// The stored cron and zone of `task`, if it has a schedule.
-pub async fn schedule_of(client: &Client, task: &str) -> Result<Option<(String, String)>, tokio_postgres::Error> {
+/// The stored cron (None: on demand) and zone of `task`, if it is registered.
+pub async fn schedule_of(client: &Client, task: &str) -> Result<Option<(Option<String>, String)>, tokio_postgres::Error> {
     Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| (r.get(0), r.get(1))))
 }
 

@@ -1,6 +1,6 @@
 //! `daily-points`: the seed's task. Every day at 00:00 in its business zone
 //! (`Asia/Shanghai` unless `almanac.toml` says otherwise), every account gets +10
-//! points, once per day.
+//! points (setting `points`), once per day.
 //!
 //! **Eligibility**: an account belongs to a day's slot if it exists in `accounts` when
 //! the slot is planned. A slot planned late (after downtime) therefore includes accounts
@@ -13,17 +13,16 @@
 //!
 //! `accounts (id bigint primary key, points bigint not null)` is the user's table; the
 //! plugin only creates its ledger.
-use almanac_guest::{export_task, Error, Job, Slot, Task, TaskInfo, Tx};
+use almanac_guest::{config, export_task, Error, Job, Slot, Task, TaskInfo, Tx};
 
 struct DailyPoints;
-
-const POINTS: i64 = 10;
 
 impl Task for DailyPoints {
     fn describe() -> TaskInfo {
         TaskInfo::new("daily-points", "0 0 * * *", "Asia/Shanghai")
             .writes(&["accounts", "points_ledger"])
             .version(env!("CARGO_PKG_VERSION"))
+            .setting("points", "10", "points each account gets per day")
             .setup(&["CREATE TABLE IF NOT EXISTS points_ledger (
                     task       text        NOT NULL,
                     slot       timestamptz NOT NULL,
@@ -47,13 +46,14 @@ impl Task for DailyPoints {
 
     fn run(job: &Job, tx: &Tx) -> Result<(), Error> {
         let account: i64 = job.key.parse().map_err(Error::permanent)?;
+        let points: i64 = config::parse("points")?;
         let inserted = tx.execute(
             "INSERT INTO points_ledger (task, slot, account_id, points)
              VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-            &[&job.task, &job.slot.start(), &account, &POINTS],
+            &[&job.task, &job.slot.start(), &account, &points],
         )?;
         if inserted == 1 {
-            tx.execute("UPDATE accounts SET points = points + $2 WHERE id = $1", &[&account, &POINTS])?;
+            tx.execute("UPDATE accounts SET points = points + $2 WHERE id = $1", &[&account, &points])?;
         }
         Ok(())
     }
