@@ -3,8 +3,10 @@
 # crate generates its libpg_query bindings with bindgen at build time) and the PostgreSQL
 # server binaries (only when no DATABASE_URL is given and none are installed); with
 # --need-browser, Debian's chromium for the dashboard's browser test; with
-# --need-pgbouncer, Debian's pgbouncer for the connection-pooler test.
+# --need-pgbouncer, Debian's pgbouncer for the connection-pooler test; with --need-node,
+# Node.js (Debian's nodejs and npm) and the `pg` package for the README's Node example.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 sudo_cmd=""
 [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
 apt_install() {
@@ -25,12 +27,13 @@ have_server() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
     command -v initdb >/dev/null 2>&1
 }
-need_server=false need_browser=false need_pgbouncer=false
+need_server=false need_browser=false need_pgbouncer=false need_node=false
 for arg in "$@"; do
     case "$arg" in
         --need-server) need_server=true ;;
         --need-browser) need_browser=true ;;
         --need-pgbouncer) need_pgbouncer=true ;;
+        --need-node) need_node=true ;;
     esac
 done
 if [ -z "${DATABASE_URL:-}" ] || $need_server; then
@@ -46,4 +49,14 @@ fi
 if $need_pgbouncer && ! [ -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then
     echo "bootstrap: installing PgBouncer (Debian package pgbouncer), which the connection-pooler test runs" >&2
     apt_install pgbouncer
+fi
+if $need_node; then
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        echo "bootstrap: installing Node.js (Debian packages nodejs, npm) for the README's Node example" >&2
+        apt_install nodejs npm
+    fi
+    if [ ! -d examples/enqueue/node_modules/pg ]; then
+        echo "bootstrap: installing the example's npm packages (pg, from package-lock.json)" >&2
+        npm ci --prefix examples/enqueue --no-audit --no-fund --silent >&2
+    fi
 fi

@@ -145,3 +145,76 @@ async fn the_published_calendar_agrees_with_the_hosts() {
         assert!(disagree.is_empty(), "{cron} in {zone}: database and host disagree on {disagree:?}");
     }
 }
+
+#[path = "../../examples/enqueue/enqueue.rs"]
+mod example;
+
+/// The README's examples, run as they are printed there: psql, Rust and Node each place
+/// an order and enqueue its receipt in one transaction, as a role granted only
+/// `almanac_client` (and its own table).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_readme_examples_run() {
+    let root = crate::support::workspace();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    for file in ["enqueue.sql", "enqueue.rs", "enqueue.mjs"] {
+        let text = std::fs::read_to_string(root.join("examples/enqueue").join(file)).unwrap();
+        assert!(readme.contains(text.trim_end()), "README.md does not show examples/enqueue/{file} as it is");
+    }
+    let db = TestDb::new().await;
+    let role = format!("{}_shop", db.name);
+    db.client
+        .batch_execute(&format!(
+            "CREATE TABLE orders (id bigint PRIMARY KEY, email text NOT NULL, placed_at timestamptz NOT NULL DEFAULT now());
+             CREATE ROLE {role} LOGIN;
+             GRANT almanac_client TO {role};
+             GRANT SELECT, INSERT ON orders TO {role};
+             INSERT INTO almanac.schedules (task, cron, zone, generated_through, settings) VALUES ('send-receipt', NULL, 'UTC', now(), '{{}}');"
+        ))
+        .await
+        .unwrap();
+    let url = format!("{} user={role}", db.url);
+
+    let psql = std::process::Command::new("psql")
+        .args([url.as_str(), "-v", "ON_ERROR_STOP=1", "-q", "-f"])
+        .arg(root.join("examples/enqueue/enqueue.sql"))
+        .output()
+        .unwrap();
+    assert!(psql.status.success(), "psql: {}", String::from_utf8_lossy(&psql.stderr));
+
+    let mut client = crate::support::connect(&url).await;
+    example::place_order(&mut client, 43, "grace@example.com").await.unwrap();
+
+    assert!(root.join("examples/enqueue/node_modules/pg").exists(), "run `bash scripts/bootstrap.sh --need-node` (it installs the example's pg)");
+    let field = |name: &str| db.url.split_whitespace().find_map(|kv| kv.strip_prefix(&format!("{name}="))).unwrap().to_owned();
+    let node_url = format!("postgresql://{role}@localhost/{}?host={}&port={}", db.name, field("host"), field("port"));
+    let node = std::process::Command::new("node")
+        .args(["enqueue.mjs", "44", "linus@example.com"])
+        .current_dir(root.join("examples/enqueue"))
+        .env("DATABASE_URL", &node_url)
+        .output()
+        .unwrap();
+    assert!(node.status.success(), "node: {}", String::from_utf8_lossy(&node.stderr));
+
+    let jobs: Vec<(String, serde_json::Value, bool)> = db
+        .client
+        .query(
+            "SELECT j.key, j.payload, j.slot = o.placed_at FROM almanac.jobs j JOIN orders o ON j.key = 'order-' || o.id ORDER BY j.key",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        jobs,
+        vec![
+            ("order-42".into(), serde_json::json!({"order": 42, "email": "ada@example.com"}), true),
+            ("order-43".into(), serde_json::json!({"order": 43, "email": "grace@example.com"}), true),
+            ("order-44".into(), serde_json::json!({"order": 44, "email": "linus@example.com"}), true),
+        ]
+    );
+    // The same order again: its insert fails, and no second job appears.
+    assert!(example::place_order(&mut client, 43, "grace@example.com").await.is_err());
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 3);
+}

@@ -35,4 +35,9 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     let back: Vec<&str> = round.iter().rev().copied().collect();
     assert_eq!(vias, [&round[..], &back[..]].concat(), "two rounds, the second in reverse");
     assert!(report["connections"].as_array().unwrap().iter().all(|c| c["jobs_per_second"].as_f64().unwrap() > 0.0 && c["jobs"] == 400));
+    let enqueue = &report["enqueue"];
+    assert_eq!((enqueue["many_keys"].as_u64(), enqueue["single_calls"].as_u64()), (Some(2000), Some(400)));
+    for rate in ["many_jobs_per_second", "many_plain_jobs_per_second", "single_jobs_per_second", "single_plain_jobs_per_second"] {
+        assert!(enqueue[rate].as_f64().unwrap() > 0.0, "{rate}");
+    }
 }

@@ -17,5 +17,6 @@ mod pooler;
 mod privilege;
 mod reload;
 mod scheduler;
+mod settings;
 mod tls;
 mod reliability;

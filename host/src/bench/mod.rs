@@ -10,11 +10,13 @@
 //!   its wall time and peak RSS;
 //! * claim at depth — claim latency with N pending and N done rows, and the plan;
 //! * connections (with `--connections`) — the executor over the unix socket, TCP, TLS
-//!   and a transaction-pooling PgBouncer, on a second cluster that listens on all three.
+//!   and a transaction-pooling PgBouncer, on a second cluster that listens on all three;
+//! * enqueue (with `--enqueue`) — the SQL API next to plain INSERTs of the same rows.
 //!
 //! Every run checks its result (sum of points, jobs done) before its figure counts.
 mod connections;
 mod cpu;
+mod enqueue;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -53,6 +55,8 @@ pub struct Options {
     pub overhead_calls: usize,
     /// Also measure the executor over each way of connecting.
     pub connections: bool,
+    /// Also measure the SQL enqueue API: (keys in one enqueue_many, single calls).
+    pub enqueue: Option<(usize, usize)>,
 }
 
 /// The cluster's settings, printed with the figures.
@@ -97,6 +101,7 @@ pub struct Report {
     pub claim_p99_ms: f64,
     pub claim_plan: String,
     pub connections: Vec<connections::ConnectionRun>,
+    pub enqueue: Option<enqueue::EnqueueReport>,
 }
 
 pub async fn run(options: Options) -> anyhow::Result<Report> {
@@ -141,6 +146,13 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     let observe_us = observe(&host.loaded, options.overhead_calls * 100);
     let (generation_seconds, generation_peak_rss_mb) = generation(&cluster, &options, plugins.path()).await?;
     let (claim_p50_ms, claim_p99_ms, claim_plan) = claim_at_depth(&cluster, &options).await?;
+    let enqueue = match (options.enqueue, &plugin.spec.schedule) {
+        (Some((many, single)), Some(schedule)) => {
+            let slot = schedule.slots_after(Utc::now() - chrono::Duration::days(2)).next().context("a recent slot")?.start;
+            Some(enqueue::measure(&url, TASK, slot, many, single, options.workers).await?)
+        }
+        _ => None,
+    };
     drop(admin);
     drop(host);
     let connections = match options.connections {
@@ -165,6 +177,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         claim_p99_ms,
         claim_plan,
         connections,
+        enqueue,
     })
 }
 

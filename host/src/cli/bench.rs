@@ -26,6 +26,10 @@ pub struct BenchArgs {
     /// PgBouncer (installed separately), and print the ratios.
     #[arg(long)]
     connections: bool,
+    /// Also measure the SQL enqueue API (almanac.enqueue_many of 100,000 keys, 10,000
+    /// single almanac.enqueue calls from --workers connections) next to plain INSERTs.
+    #[arg(long)]
+    enqueue: bool,
     /// A small, quick run that only checks the benchmark works (what CI runs).
     #[arg(long)]
     smoke: bool,
@@ -44,9 +48,19 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
         claim_samples: args.claim_samples,
         overhead_calls: args.overhead_calls,
         connections: args.connections,
+        enqueue: args.enqueue.then_some((100_000, 10_000)),
     };
     if args.smoke {
-        options = bench::Options { accounts: 400, generate: 5_000, claim_samples: 50, overhead_calls: 100, batches: vec![1, 8], workers: 2, ..options };
+        options = bench::Options {
+            accounts: 400,
+            generate: 5_000,
+            claim_samples: 50,
+            overhead_calls: 100,
+            batches: vec![1, 8],
+            workers: 2,
+            enqueue: Some((2_000, 400)),
+            ..options
+        };
     }
     let report = bench::run(options).await?;
     if args.json {
@@ -78,6 +92,20 @@ fn render(r: &Report) -> String {
             pg,
             100.0 * host / pg.max(1e-9),
             f.host_cpu_seconds.unwrap_or(0.0)
+        ));
+    }
+    if let Some(e) = &r.enqueue {
+        out.push_str(&format!(
+            "\nenqueue (SQL API next to a plain INSERT of the same rows, same run):\n  enqueue_many of {} keys: {:.0} jobs/s, plain {:.0} jobs/s, ratio {:.2}\n  {} single enqueue calls from {} connections: {:.0} jobs/s, plain {:.0} jobs/s, ratio {:.2}\n",
+            e.many_keys,
+            e.many_jobs_per_second,
+            e.many_plain_jobs_per_second,
+            e.many_jobs_per_second / e.many_plain_jobs_per_second,
+            e.single_calls,
+            e.single_connections,
+            e.single_jobs_per_second,
+            e.single_plain_jobs_per_second,
+            e.single_jobs_per_second / e.single_plain_jobs_per_second
         ));
     }
     if !r.connections.is_empty() {
