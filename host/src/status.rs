@@ -42,7 +42,8 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
         .map(|r| {
             let cron: Option<String> = r.get(1);
             let zone: Option<String> = r.get(2);
-            let cursor: Option<DateTime<Utc>> = r.get(4);
+            // An on-demand task (no cron) has no cursor worth showing.
+            let cursor: Option<DateTime<Utc>> = r.get::<_, Option<DateTime<Utc>>>(4).filter(|_| cron.is_some());
             let next_slot = match (&cron, &zone, cursor) {
                 (Some(c), Some(z), Some(at)) => Schedule::new(c, z).ok().and_then(|s| s.next_after(at)).map(|s| s.start),
                 _ => None,

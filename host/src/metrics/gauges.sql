@@ -11,7 +11,8 @@ WITH pending AS (
 SELECT coalesce(s.task, p.task) AS task,
        coalesce(p.pending, 0)   AS pending,
        coalesce(p.oldest_s, 0)  AS oldest_pending_s,
-       extract(epoch FROM now() - s.generated_through)::float8 AS lag_s
+       -- An on-demand task (no cron) generates nothing: it has no lag.
+       CASE WHEN s.cron IS NOT NULL THEN extract(epoch FROM now() - s.generated_through)::float8 END AS lag_s
 FROM ONLY almanac.schedules s
 FULL JOIN pending p ON p.task = s.task
 ORDER BY 1
