@@ -47,9 +47,10 @@ pub async fn jobs(url: &str, args: JobsArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Which jobs of a task: all of them, or one slot and/or one key.
 #[derive(clap::Args)]
-pub struct RetryArgs {
-    /// The task whose failed jobs go back to pending.
+pub struct Selector {
+    /// The task.
     #[arg(long)]
     task: String,
     /// Only this slot: RFC 3339, a slot label, UTC as `almanac jobs` prints it, or a date
@@ -61,26 +62,35 @@ pub struct RetryArgs {
     key: Option<String>,
 }
 
+impl Selector {
+    /// The slot, read by the task's calendar; refused for a task no host registered.
+    async fn slot(&self, client: &tokio_postgres::Client) -> anyhow::Result<Option<chrono::DateTime<chrono::Utc>>> {
+        let schedule = super::task_schedule(client, &self.task).await?;
+        self.slot.as_deref().map(|s| super::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")
+    }
+}
+
+/// `retry`: failed jobs back to pending.
+#[derive(clap::Args)]
+pub struct RetryArgs {
+    #[command(flatten)]
+    jobs: Selector,
+}
+
 pub async fn retry(url: &str, args: RetryArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
-    let schedule = super::task_schedule(&client, &args.task).await?;
-    let slot = args.slot.as_deref().map(|s| super::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")?;
-    let n = operate::retry(&client, &args.task, slot, args.key.as_deref()).await?;
-    println!("{n} failed job(s) of {} back to pending; their earlier attempts stay in almanac.attempts", args.task);
+    let jobs = &args.jobs;
+    let slot = jobs.slot(&client).await?;
+    let n = operate::retry(&client, &jobs.task, slot, jobs.key.as_deref()).await?;
+    println!("{n} failed job(s) of {} back to pending; their earlier attempts stay in almanac.attempts", jobs.task);
     Ok(ExitCode::SUCCESS)
 }
 
+/// `discard`: pending or failed jobs that must never run.
 #[derive(clap::Args)]
 pub struct DiscardArgs {
-    /// The task whose pending or failed jobs must never run.
-    #[arg(long)]
-    task: String,
-    /// Only this slot (the forms `retry --slot` takes).
-    #[arg(long)]
-    slot: Option<String>,
-    /// Only this key.
-    #[arg(long)]
-    key: Option<String>,
+    #[command(flatten)]
+    jobs: Selector,
     /// Every pending and failed job of the task (required without --slot or --key).
     #[arg(long, conflicts_with_all = ["slot", "key"])]
     all: bool,
@@ -90,15 +100,15 @@ pub struct DiscardArgs {
 }
 
 pub async fn discard(url: &str, args: DiscardArgs) -> anyhow::Result<ExitCode> {
-    if !args.all && args.slot.is_none() && args.key.is_none() {
-        anyhow::bail!("say which jobs: --slot and/or --key, or --all for every pending and failed job of {}", args.task);
+    let jobs = &args.jobs;
+    if !args.all && jobs.slot.is_none() && jobs.key.is_none() {
+        anyhow::bail!("say which jobs: --slot and/or --key, or --all for every pending and failed job of {}", jobs.task);
     }
     let (client, _conn) = super::connect_once(url).await?;
-    let schedule = super::task_schedule(&client, &args.task).await?;
-    let slot = args.slot.as_deref().map(|s| super::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")?;
+    let slot = jobs.slot(&client).await?;
     let origin = almanac::scheduler::applied::origin("discard");
-    let n = operate::discard(&client, &args.task, slot, args.key.as_deref(), &origin, &args.reason).await?;
-    println!("{n} pending or failed job(s) of {} discarded: kept as evidence, never run, pruned like done jobs", args.task);
+    let n = operate::discard(&client, &jobs.task, slot, jobs.key.as_deref(), &origin, &args.reason).await?;
+    println!("{n} pending or failed job(s) of {} discarded: kept as evidence, never run, pruned like done jobs", jobs.task);
     Ok(ExitCode::SUCCESS)
 }
 
