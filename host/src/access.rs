@@ -6,7 +6,7 @@
 //! The host's own connection role needs no superuser: it must be able to create roles
 //! (`CREATEROLE`), or find them created for it, be a member of each plugin role, and
 //! own (or hold `WITH GRANT OPTION`) the tables it grants.
-use tokio_postgres::{GenericClient, Transaction};
+use tokio_postgres::GenericClient;
 
 use crate::db::quote_ident;
 use crate::db::Sql;
@@ -193,7 +193,7 @@ fn lost_race(e: &tokio_postgres::Error) -> bool {
 /// table it may not reference, fail here. The role may create tables in the schemas of
 /// its writable tables for the length of setup only ([`grant`], which follows in the
 /// same transaction, revokes it); the tables it creates are its own.
-pub async fn run_setup(tx: &Transaction<'_>, role: &str, writable: &[String], statements: &[String]) -> Result<(), AccessError> {
+pub async fn run_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &[String], statements: &[String]) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
     let names: Vec<String> = writable.to_vec();
     for schema in schemas_of(&names) {
@@ -210,7 +210,7 @@ pub async fn run_setup(tx: &Transaction<'_>, role: &str, writable: &[String], st
 }
 
 /// Make `role`'s privileges in this database exactly `tables`, inside `tx`.
-pub async fn grant(tx: &Transaction<'_>, role: &str, tables: &[TableGrant]) -> Result<(), AccessError> {
+pub async fn grant(tx: &(impl GenericClient + Sql), role: &str, tables: &[TableGrant]) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
     for row in tx.rows(HELD_TABLES, &[&role]).await? {
         let table: String = row.get(0);

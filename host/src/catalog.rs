@@ -270,19 +270,12 @@ fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
 /// Setup runs one plugin at a time across hosts.
 async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: &TaskSettings, register: Option<&str>) -> anyhow::Result<()> {
     let spec = &plugin.spec;
-    let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
-    let declared: Vec<String> = spec.tables.iter().map(|t| t.name.clone()).collect();
-    for statement in &spec.setup {
-        policy.check_setup(statement, &writable, &declared).await.with_context(|| format!("setup statement {statement:?}"))?;
-    }
+    check_setup(plugin, policy).await?;
     let client: &tokio_postgres::Client = conn;
     access::ensure_role(client, &spec.role).await?;
     let tx = conn.transaction().await?;
     tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
-    if !spec.setup.is_empty() {
-        access::run_setup(&tx, &spec.role, &writable, &spec.setup).await?;
-    }
-    access::grant(&tx, &spec.role, &spec.tables).await?;
+    give_tables(&*tx, plugin).await?;
     tx.exec(
         "INSERT INTO almanac.plugins (name, digest, version) VALUES ($1, $2, $3)
          ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, loaded_at = now()",
@@ -299,4 +292,34 @@ async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: 
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// The plugin's setup statements, checked by the statement policy.
+async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
+    let spec = &plugin.spec;
+    let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
+    let declared: Vec<String> = spec.tables.iter().map(|t| t.name.clone()).collect();
+    for statement in &spec.setup {
+        policy.check_setup(statement, &writable, &declared).await.with_context(|| format!("setup statement {statement:?}"))?;
+    }
+    Ok(())
+}
+
+/// Its setup run as its role, then grants of exactly the tables it declares.
+async fn give_tables(client: &(impl tokio_postgres::GenericClient + Sql), plugin: &Plugin) -> anyhow::Result<()> {
+    let spec = &plugin.spec;
+    if !spec.setup.is_empty() {
+        let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
+        access::run_setup(client, &spec.role, &writable, &spec.setup).await?;
+    }
+    access::grant(client, &spec.role, &spec.tables).await?;
+    Ok(())
+}
+
+/// Everything [`install`] gives a plugin (role, setup, grants), inside the transaction
+/// open on `client`, recording nothing: for a dry run that rolls it all back.
+pub async fn prepare_in(client: &(impl tokio_postgres::GenericClient + Sql), plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
+    check_setup(plugin, policy).await?;
+    access::ensure_role(client, &plugin.spec.role).await?;
+    give_tables(client, plugin).await
 }

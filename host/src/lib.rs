@@ -20,6 +20,7 @@ pub mod config;
 pub mod dashboard;
 pub mod db;
 pub mod demo;
+pub mod dryrun;
 pub mod executor;
 pub mod host;
 pub mod http;

@@ -10,21 +10,23 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::bindings::exports::almanac::plugin::task::TaskError;
 use crate::bindings::almanac::plugin as wit;
 use crate::bindings::Transaction;
 use crate::capability::config::Settings;
-use crate::capability::db::{Ending, Lent, Policy, Session};
+use crate::capability::db::{Ending, Lent, Policy, Session, Traced};
 use crate::capability::log::{CallFields, Logger};
 pub use crate::task::TaskSpec;
 pub use registry::{Loaded, Registry};
 use world::{Instance, Pre};
 
 mod registry;
+mod state;
 mod world;
+pub use state::HostState;
+use state::{MemoryCap, MemoryExceeded, NoClock};
 
 /// How often the engine's epoch advances; the resolution of plugin deadlines.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -123,66 +125,6 @@ impl CallError {
             CallError::Task { retryable, .. } | CallError::Db { retryable, .. } => *retryable,
             _ => true,
         }
-    }
-}
-
-/// Raised by the memory limiter so a trap can be told apart from other traps.
-#[derive(Debug, thiserror::Error)]
-#[error("memory limit of {0} bytes exceeded")]
-struct MemoryExceeded(usize);
-
-struct MemoryCap(usize);
-
-impl wasmtime::ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.0 {
-            return Err(MemoryExceeded(self.0).into());
-        }
-        Ok(true)
-    }
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= 100_000)
-    }
-}
-
-/// A store's data for one call.
-pub struct HostState {
-    wasi: WasiCtx,
-    pub(crate) table: ResourceTable,
-    limiter: MemoryCap,
-    db: Session,
-    log: Logger,
-    config: Settings,
-    stderr: MemoryOutputPipe,
-    /// When the call must end; checked on every epoch tick.
-    deadline: Instant,
-}
-
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-    }
-}
-
-/// A wall clock stuck at the epoch and a monotonic clock stuck at zero: std needs the
-/// imports, plugins get no time from them (the slot says what time it is).
-struct NoClock;
-
-impl wasmtime_wasi::HostWallClock for NoClock {
-    fn resolution(&self) -> Duration {
-        Duration::from_secs(1)
-    }
-    fn now(&self) -> Duration {
-        Duration::ZERO
-    }
-}
-
-impl wasmtime_wasi::HostMonotonicClock for NoClock {
-    fn resolution(&self) -> u64 {
-        1_000_000_000
-    }
-    fn now(&self) -> u64 {
-        0
     }
 }
 
@@ -386,7 +328,13 @@ impl Plugin {
 
     /// The schedule this task runs by: the stored one once the scheduler has read it.
     pub fn applied(&self) -> Arc<crate::task::Applied> {
-        self.applied.load_full().unwrap_or_else(|| Arc::new(crate::task::Applied::declared(&self.spec)))
+        if let Some(applied) = self.applied.load_full() {
+            return applied;
+        }
+        // Built once (a job must not clone the schedule), unless the scheduler got there first.
+        let declared = Arc::new(crate::task::Applied::declared(&self.spec));
+        let before = self.applied.compare_and_swap(&None::<Arc<crate::task::Applied>>, Some(declared.clone()));
+        (*before).clone().unwrap_or(declared)
     }
 
     /// Follow a stored schedule read by the scheduler.
@@ -424,7 +372,7 @@ impl Plugin {
         self.suspended.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    fn store(&self, conn: Lent, fields: CallFields) -> (Store<HostState>, Instant) {
+    fn store(&self, conn: Lent, fields: CallFields, traced: bool) -> (Store<HostState>, Instant) {
         let timeout = self.spec.timeout;
         let deadline = Instant::now() + timeout;
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
@@ -437,7 +385,10 @@ impl Plugin {
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryCap(self.runtime.limits.memory_bytes),
-            db: Session::new(fields.task.clone(), conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes, self.runtime.cancel_tls.clone()),
+            db: {
+                let session = Session::new(fields.task.clone(), conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes, self.runtime.cancel_tls.clone());
+                if traced { session.traced() } else { session }
+            },
             log: Logger::new(fields),
             config: (*self.settings.load_full()).clone(),
             stderr,
@@ -463,7 +414,7 @@ impl Plugin {
     }
 
     async fn describe(&self) -> Result<crate::bindings::exports::almanac::plugin::task::TaskInfo, CallError> {
-        let (mut store, _) = self.store(Lent::Nothing, CallFields { plugin: self.path.display().to_string(), ..Default::default() });
+        let (mut store, _) = self.store(Lent::Nothing, CallFields { plugin: self.path.display().to_string(), ..Default::default() }, false);
         let instance = self.instantiate(&mut store).await?;
         let outcome = self.bounded(instance.describe(&mut store)).await;
         finish(&store, outcome.map(|r| r.map(Ok)), self.spec.timeout, self.runtime.limits.memory_bytes).result
@@ -471,41 +422,53 @@ impl Plugin {
 
     /// Run one job inside the transaction open on `conn`.
     pub async fn run(&self, conn: &Arc<Object>, job: &Job) -> Called<()> {
-        self.run_lent(Lent::Conn(conn.clone()), job).await
+        self.run_lent(Lent::Conn(conn.clone()), job, false).await.0
+    }
+
+    /// [`Plugin::run`], keeping every statement the call sent (a dry run).
+    pub async fn run_traced(&self, conn: &Arc<Object>, job: &Job) -> (Called<()>, Vec<Traced>) {
+        self.run_lent(Lent::Conn(conn.clone()), job, true).await
     }
 
     /// Run one job against a [`Lent::Noop`] transaction: the host's cost alone.
     pub async fn run_noop(&self, job: &Job) -> Result<(), CallError> {
-        self.run_lent(Lent::Noop, job).await.result
+        self.run_lent(Lent::Noop, job, false).await.0.result
     }
 
-    async fn run_lent(&self, lent: Lent, job: &Job) -> Called<()> {
+    async fn run_lent(&self, lent: Lent, job: &Job, traced: bool) -> (Called<()>, Vec<Traced>) {
         let fields = CallFields {
             plugin: self.spec.name.clone(),
             task: job.task.clone(),
             slot: job.slot.label.clone(),
             key: job.key.clone(),
         };
-        let (mut store, _) = self.store(lent, fields);
+        let (mut store, _) = self.store(lent, fields, traced);
         let (instance, tx) = match self.ready(&mut store).await {
             Ok(ready) => ready,
-            Err(e) => return Called { result: Err(e), ending: Ending::default() },
+            Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Vec::new()),
         };
         let outcome = self.bounded(instance.run(&mut store, job, tx)).await;
-        finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
+        let called = finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes);
+        (called, store.data_mut().db.take_trace())
     }
 
     /// One page of `plan` inside the transaction open on `conn`.
     pub async fn plan(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32) -> Called<Vec<String>> {
+        self.plan_traced(conn, slot, after, limit, false).await.0
+    }
+
+    /// [`Plugin::plan`], keeping every statement the call sent when `traced`.
+    pub async fn plan_traced(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32, traced: bool) -> (Called<Vec<String>>, Vec<Traced>) {
         let fields = CallFields { plugin: self.spec.name.clone(), task: self.spec.name.clone(), slot: slot.label.clone(), key: String::new() };
-        let (mut store, _) = self.store(Lent::Conn(conn.clone()), fields);
+        let (mut store, _) = self.store(Lent::Conn(conn.clone()), fields, traced);
         let (instance, tx) = match self.ready(&mut store).await {
             Ok(ready) => ready,
-            Err(e) => return Called { result: Err(e), ending: Ending::default() },
+            Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Vec::new()),
         };
         let call = instance.plan(&mut store, slot, tx, after, limit);
         let outcome = self.bounded(call).await;
-        finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes)
+        let called = finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes);
+        (called, store.data_mut().db.take_trace())
     }
 
     /// A fresh instance in `store` and the transaction it is lent.

@@ -25,8 +25,8 @@ const LAYERS: &[&[&str]] = &[
     &["scheduler", "executor"],
     // Which plugins this host serves (loads, sets up, registers schedules); status.
     &["catalog", "status"],
-    // What an operator looks at.
-    &["dashboard"],
+    // What an operator looks at; a plugin tried in a rolled-back transaction.
+    &["dashboard", "dryrun"],
     // One running host; the HTTP listener.
     &["host", "http"],
     // The benchmark and the demo drive whole hosts.

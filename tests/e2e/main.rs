@@ -3,6 +3,7 @@
 mod support;
 
 mod core;
+mod dryrun;
 mod application;
 mod bench;
 mod calendar;

@@ -1,6 +1,7 @@
 //! Command-line interface: parse, set up logging, pick the database, dispatch.
 mod bench;
 mod demo;
+mod dryrun;
 mod jobs;
 mod outbox;
 mod schedule;
@@ -123,6 +124,12 @@ enum Command {
     Forget(schedule::ForgetArgs),
     /// Generate every slot of TASK in a range (idempotent).
     Backfill(schedule::BackfillArgs),
+    /// Run one job of a plugin against the database and show every statement it sent;
+    /// rolled back unless --commit.
+    Try(dryrun::TryArgs),
+    /// Ask a plugin for a slot's keys against the database, showing every statement;
+    /// rolled back unless --commit.
+    Plan(dryrun::PlanArgs),
     /// Measure Almanac next to the physical limit (floor) on a private cluster.
     Bench(bench::BenchArgs),
     /// The seed's scenario end to end: 1,000 accounts, a three-day outage, catch-up.
@@ -440,6 +447,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             return schedule::backfill(&url, &cli.data_dir, args).await;
         }
         Command::Bench(args) => return bench::run(&cli.data_dir, args).await,
+        Command::Try(args) => {
+            let url = almanac_db().await?;
+            return dryrun::run(&url, &cli.data_dir, args).await;
+        }
+        Command::Plan(args) => {
+            let url = almanac_db().await?;
+            return dryrun::plan(&url, &cli.data_dir, args).await;
+        }
         Command::Psql { args } => {
             let url = almanac_db().await?;
             return psql(&url, &args);

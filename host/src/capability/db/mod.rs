@@ -13,7 +13,7 @@ use crate::bindings::almanac::plugin::db::{Host, HostTransaction};
 use crate::bindings::almanac::plugin::types::{DbError, Rows, Value};
 use crate::bindings::Transaction;
 pub use policy::Policy;
-pub use session::{Ending, Lent, Session, Who, END_CALL};
+pub use session::{Ending, Lent, Session, Traced, Who, END_CALL};
 
 /// A tokio-postgres error as the plugin sees it, its message clipped (a unique
 /// violation's detail repeats the key, which may be large).

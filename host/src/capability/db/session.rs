@@ -45,7 +45,7 @@ pub enum Lent {
 }
 
 /// Whose statement a [`Session`] sends.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Who {
     /// The plugin's: checked by the statement policy, run under the plugin's role.
     Plugin,
@@ -86,6 +86,20 @@ pub struct Session {
     /// How a cancel request reaches the server.
     cancel_tls: crate::db::Tls,
     ending: Ending,
+    /// Every statement of the call, when asked for (`almanac try`).
+    trace: Option<Vec<Traced>>,
+}
+
+/// One statement a call sent, as a dry run shows it.
+#[derive(Debug, Clone)]
+pub struct Traced {
+    pub who: Who,
+    pub sql: String,
+    /// The parameters, each as text (clipped).
+    pub params: Vec<String>,
+    /// `3 rows`, `1 row affected`, or the error.
+    pub outcome: String,
+    pub elapsed: std::time::Duration,
 }
 
 /// A statement's own failure, before it becomes the plugin's [`DbError`].
@@ -113,7 +127,29 @@ impl Session {
         result_budget: usize,
         cancel_tls: crate::db::Tls,
     ) -> Self {
-        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default() }
+        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default(), trace: None }
+    }
+
+    /// Keep every statement of this call ([`Session::take_trace`]).
+    pub fn traced(mut self) -> Self {
+        self.trace = Some(Vec::new());
+        self
+    }
+
+    /// The statements kept so far.
+    pub fn take_trace(&mut self) -> Vec<Traced> {
+        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn record<T>(&mut self, who: Who, sql: &str, params: &[Value], started: Instant, result: &wasmtime::Result<Result<T, DbError>>, shown: impl Fn(&T) -> String) {
+        let Some(trace) = &mut self.trace else { return };
+        let outcome = match result {
+            Ok(Ok(value)) => shown(value),
+            Ok(Err(e)) => format!("error: {}{}", e.sqlstate.as_ref().map(|s| format!("{s} ")).unwrap_or_default(), e.message),
+            Err(trap) => format!("trap: {trap}"),
+        };
+        let params = params.iter().map(value::show).collect();
+        trace.push(Traced { who, sql: sql.to_owned(), params, outcome, elapsed: started.elapsed() });
     }
 
     /// How the call went so far.
@@ -124,18 +160,27 @@ impl Session {
     /// A statement that returns rows.
     pub async fn query(&mut self, sql: String, params: Vec<Value>, who: Who) -> wasmtime::Result<Result<Rows, DbError>> {
         let budget = self.result_budget;
-        self.run(sql, params, who, Rows { columns: Vec::new(), rows: Vec::new() }, move |conn, statement, params| {
+        let shown = self.trace.is_some().then(|| (sql.clone(), params.clone(), Instant::now()));
+        let result = self.run(sql, params, who, Rows { columns: Vec::new(), rows: Vec::new() }, move |conn, statement, params| {
             Box::pin(collect(conn, statement, params, budget))
         })
-        .await
+        .await;
+        if let Some((sql, params, started)) = shown {
+            self.record(who, &sql, &params, started, &result, |rows| format!("{} row(s)", rows.rows.len()));
+        }
+        result
     }
 
     /// A statement whose affected-row count is all that comes back.
     pub async fn execute(&mut self, sql: String, params: Vec<Value>, who: Who) -> wasmtime::Result<Result<u64, DbError>> {
-        self.run(sql, params, who, 1, |conn, statement, params| {
-            Box::pin(async move { conn.execute(statement, params).await.map_err(Failed::Db) })
-        })
-        .await
+        let shown = self.trace.is_some().then(|| (sql.clone(), params.clone(), Instant::now()));
+        let result = self
+            .run(sql, params, who, 1, |conn, statement, params| Box::pin(async move { conn.execute(statement, params).await.map_err(Failed::Db) }))
+            .await;
+        if let Some((sql, params, started)) = shown {
+            self.record(who, &sql, &params, started, &result, |n| format!("{n} row(s) affected"));
+        }
+        result
     }
 
     /// Record `e` as the call's failure if it is the first, and hand it back.

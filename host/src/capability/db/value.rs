@@ -147,3 +147,19 @@ pub fn size(value: &Value) -> usize {
         _ => 0,
     }
 }
+
+/// A parameter as a dry run prints it: SQL-ish literals, long ones clipped.
+pub fn show(value: &Value) -> String {
+    let text = match value {
+        Value::Null => "NULL".to_owned(),
+        Value::Boolean(b) => b.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Text(t) => format!("{t:?}"),
+        Value::Bytes(b) => format!("<{} bytes>", b.len()),
+        Value::Timestamp(micros) => chrono::DateTime::from_timestamp_micros(*micros).map_or_else(|| micros.to_string(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+        Value::Json(j) => j.clone(),
+        Value::Numeric(n) => n.clone(),
+    };
+    crate::text::clip(text, 200)
+}

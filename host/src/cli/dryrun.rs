@@ -1,0 +1,108 @@
+//! `almanac try` and `almanac plan`: a plugin's `run` or `plan` against the database,
+//! rolled back unless `--commit`, with every statement it sent.
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use almanac::capability::db::Who;
+use almanac::dryrun::{self, Tried};
+use almanac::{db, plugin};
+
+/// Where the plugin comes from, and what the call may keep.
+#[derive(clap::Args)]
+pub struct Source {
+    /// The task.
+    task: String,
+    /// The slot: RFC 3339, a slot label, UTC as `almanac jobs` prints it, or a date.
+    #[arg(long)]
+    slot: String,
+    /// Folder of plugin components.
+    #[arg(long)]
+    plugins: PathBuf,
+    /// Per-task overrides and settings [default: ./almanac.toml if it exists].
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Keep what the call wrote (and the plugin's role, setup and grants); without it
+    /// the transaction is rolled back and nothing is left behind.
+    #[arg(long)]
+    commit: bool,
+}
+
+#[derive(clap::Args)]
+pub struct TryArgs {
+    #[command(flatten)]
+    source: Source,
+    /// The job's key.
+    #[arg(long)]
+    key: String,
+    /// JSON handed to the job as its payload.
+    #[arg(long)]
+    payload: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    source: Source,
+    /// Keys asked for at most.
+    #[arg(long, default_value_t = 100)]
+    limit: u32,
+}
+
+pub async fn run(url: &str, data_dir: &std::path::Path, args: TryArgs) -> anyhow::Result<ExitCode> {
+    if let Some(payload) = &args.payload {
+        serde_json::from_str::<serde_json::Value>(payload).context("--payload is not JSON")?;
+    }
+    let (pool, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
+    let tried = dryrun::run(&pool, &runtime, &plugin, slot, &args.key, args.payload.clone(), args.source.commit).await?;
+    println!("try {} slot {} key {:?}", plugin.name(), slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true), args.key);
+    Ok(report(&tried, None))
+}
+
+pub async fn plan(url: &str, data_dir: &std::path::Path, args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let (pool, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
+    let tried = dryrun::plan(&pool, &runtime, &plugin, slot, args.limit, args.source.commit).await?;
+    println!("plan {} slot {} (at most {} keys)", plugin.name(), slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true), args.limit);
+    Ok(report(&tried, Some(args.limit)))
+}
+
+async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<(deadpool_postgres::Pool, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>)> {
+    let target = db::config(url, &db::SessionSettings::default())?;
+    let pool = db::pool(&target.role("cli"), 1)?;
+    let runtime = plugin::Runtime::new(plugin::Limits::default(), Some(data_dir.join("cache")), target.tls.clone())?;
+    let config = source.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists()));
+    let plugin = dryrun::load(&runtime, &source.plugins, config.as_deref(), &source.task).await?;
+    let slot = super::parse_slot(plugin.spec.schedule.as_ref(), &source.slot).context("--slot")?;
+    Ok((pool, runtime, plugin, slot))
+}
+
+/// Print what the call did; exit 1 if it failed.
+fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
+    for (n, s) in tried.statements.iter().enumerate() {
+        let who = match s.who {
+            Who::Plugin => "plugin",
+            Who::Host => "outbox",
+        };
+        let sql = s.sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        let params = if s.params.is_empty() { String::new() } else { format!("  [{}]", s.params.join(", ")) };
+        println!("  {:>3} {who:<6} {sql}{params}\n      -> {} ({:.1} ms)", n + 1, s.outcome, s.elapsed.as_secs_f64() * 1000.0);
+    }
+    let ms = tried.elapsed.as_secs_f64() * 1000.0;
+    let kept = if tried.committed { "committed" } else { "rolled back: nothing was kept (give --commit to keep it)" };
+    match &tried.outcome {
+        Ok(keys) if plan_limit.is_some() => {
+            println!("keys ({}): {}", keys.len(), keys.join(", "));
+            println!("outcome: ok in {ms:.1} ms; {kept}");
+            ExitCode::SUCCESS
+        }
+        Ok(_) => {
+            println!("outcome: ok (the job would be done) in {ms:.1} ms; {kept}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("outcome: failed in {ms:.1} ms: {e}; rolled back: nothing was kept");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! A dry run: one plugin's `run` (for one job) or `plan` (for one slot) against the
+//! configured database, in a single transaction that is rolled back unless the caller
+//! asks to commit. The plugin's role, setup and grants are made inside that same
+//! transaction, so a rolled-back dry run leaves nothing behind: not a row, not a role.
+//! Every statement the plugin sent is kept, with its parameters and what it did.
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+
+use crate::bindings::almanac::plugin::types::Job;
+use crate::capability::db::Traced;
+use crate::config::Config;
+use crate::plugin::{Plugin, Runtime};
+
+/// What a dry run did.
+pub struct Tried {
+    pub statements: Vec<Traced>,
+    /// `Ok` with what the call returned (for `plan`, its keys), or the job's error.
+    pub outcome: Result<Vec<String>, String>,
+    pub elapsed: Duration,
+    pub committed: bool,
+}
+
+/// Load the plugin of `task` from `dir`, adjusted by `config` (its settings too).
+pub async fn load(runtime: &Arc<Runtime>, dir: &Path, config: Option<&Path>, task: &str) -> anyhow::Result<Plugin> {
+    let config = config.map(Config::load).transpose()?.unwrap_or_else(Config::none);
+    let mut entries: Vec<_> = std::fs::read_dir(dir).with_context(|| format!("cannot read plugins directory {}", dir.display()))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    entries.sort();
+    let mut seen = Vec::new();
+    for path in entries.into_iter().filter(|p| p.extension().is_some_and(|x| x == "wasm")) {
+        let mut plugin = match runtime.load(&path).await {
+            Ok(plugin) => plugin,
+            Err(e) => {
+                tracing::warn!("{e}");
+                continue;
+            }
+        };
+        if plugin.name() != task {
+            seen.push(plugin.name().to_owned());
+            continue;
+        }
+        let settings = config.apply_to(&mut plugin.spec)?;
+        plugin.set_settings(settings.values);
+        return Ok(plugin);
+    }
+    bail!("no plugin in {} provides task {task:?} (found: {})", dir.display(), if seen.is_empty() { "none".into() } else { seen.join(", ") })
+}
+
+/// `run` of one job `(task, slot, key)`.
+pub async fn run(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTime<Utc>, key: &str, payload: Option<String>, commit: bool) -> anyhow::Result<Tried> {
+    let applied = plugin.applied();
+    let job = Job { task: plugin.name().to_owned(), slot: applied.wit_slot(&applied.slot_at(slot)), key: key.to_owned(), attempt: 1, payload };
+    within(pool, runtime, plugin, commit, |conn| async move {
+        let (called, statements) = plugin.run_traced(&conn, &job).await;
+        (called.result.map(|()| Vec::new()).map_err(|e| e.to_string()), statements)
+    })
+    .await
+}
+
+/// `plan` of one slot, page by page (at most `limit` keys in all).
+pub async fn plan(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTime<Utc>, limit: u32, commit: bool) -> anyhow::Result<Tried> {
+    let applied = plugin.applied();
+    let wit_slot = applied.wit_slot(&applied.slot_at(slot));
+    within(pool, runtime, plugin, commit, |conn| async move {
+        let (mut keys, mut statements) = (Vec::<String>::new(), Vec::new());
+        loop {
+            let page = (limit as usize).saturating_sub(keys.len()).min(1000) as u32;
+            if page == 0 {
+                break;
+            }
+            let (called, traced) = plugin.plan_traced(&conn, &wit_slot, keys.last().map(String::as_str), page, true).await;
+            statements.extend(traced);
+            match called.result {
+                Ok(found) if found.is_empty() => break,
+                Ok(found) => keys.extend(found),
+                Err(e) => return (Err(e.to_string()), statements),
+            }
+            // The plugin's role ends with each page, as the scheduler ends it.
+            if called.ending.role_used && conn.batch_execute(crate::capability::db::END_CALL).await.is_err() {
+                break;
+            }
+        }
+        (Ok(keys), statements)
+    })
+    .await
+}
+
+/// One transaction on a connection of `pool`: the plugin's role, setup and grants,
+/// `call`, then COMMIT when asked (and the call succeeded), else ROLLBACK.
+async fn within<F, Fut>(pool: &Pool, runtime: &Runtime, plugin: &Plugin, commit: bool, call: F) -> anyhow::Result<Tried>
+where
+    F: FnOnce(Arc<deadpool_postgres::Object>) -> Fut,
+    Fut: std::future::Future<Output = (Result<Vec<String>, String>, Vec<Traced>)>,
+{
+    let conn = Arc::new(pool.get().await?);
+    conn.batch_execute("BEGIN").await?;
+    if let Err(e) = crate::catalog::prepare_in(&***conn, plugin, &runtime.policy).await {
+        conn.batch_execute("ROLLBACK").await?;
+        return Err(e.context(format!("setting up {}", plugin.name())));
+    }
+    let started = Instant::now();
+    let (outcome, statements) = call(conn.clone()).await;
+    let elapsed = started.elapsed();
+    let committed = commit && outcome.is_ok();
+    match committed {
+        // The plugin's role ends before its writes commit, as after any job.
+        true => conn.batch_execute(&format!("{}; COMMIT", crate::capability::db::END_CALL)).await?,
+        false => conn.batch_execute("ROLLBACK").await?,
+    }
+    Ok(Tried { statements, outcome, elapsed, committed })
+}

@@ -1,0 +1,72 @@
+//! What one call's store holds: WASI with no clocks, the memory cap, the capabilities
+//! the call is lent, its stderr and its deadline.
+use std::time::{Duration, Instant};
+
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::capability::config::Settings;
+use crate::capability::db::Session;
+use crate::capability::log::Logger;
+
+/// Raised by the memory limiter so a trap can be told apart from other traps.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit of {0} bytes exceeded")]
+pub(super) struct MemoryExceeded(pub(super) usize);
+
+pub(super) struct MemoryCap(pub(super) usize);
+
+impl wasmtime::ResourceLimiter for MemoryCap {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.0 {
+            return Err(MemoryExceeded(self.0).into());
+        }
+        Ok(true)
+    }
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+}
+
+/// A store's data for one call.
+pub struct HostState {
+    pub(super) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(super) limiter: MemoryCap,
+    pub(super) db: Session,
+    pub(super) log: Logger,
+    pub(super) config: Settings,
+    pub(super) stderr: MemoryOutputPipe,
+    /// When the call must end; checked on every epoch tick.
+    pub(super) deadline: Instant,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// A wall clock stuck at the epoch and a monotonic clock stuck at zero: std needs the
+/// imports, plugins get no time from them (the slot says what time it is).
+pub(super) struct NoClock;
+
+impl wasmtime_wasi::HostWallClock for NoClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl wasmtime_wasi::HostMonotonicClock for NoClock {
+    fn resolution(&self) -> u64 {
+        1_000_000_000
+    }
+    fn now(&self) -> u64 {
+        0
+    }
+}
+

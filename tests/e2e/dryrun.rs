@@ -1,0 +1,52 @@
+//! `almanac try` / `almanac plan`: a plugin's call against the real database, every
+//! statement shown, and nothing kept unless `--commit`.
+use crate::support::{plugin_dir, TestDb};
+
+async fn state(db: &TestDb) -> (Vec<i64>, bool, i64) {
+    let points = db.client.query("SELECT points FROM accounts ORDER BY id", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let ledger = db.client.query_one("SELECT to_regclass('points_ledger') IS NOT NULL", &[]).await.unwrap().get(0);
+    let almanac = db.count("SELECT (SELECT count(*) FROM almanac.jobs) + (SELECT count(*) FROM almanac.schedules) + (SELECT count(*) FROM almanac.plugins) + (SELECT count(*) FROM almanac.outbox)").await;
+    (points, ledger, almanac)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dry_run_shows_every_statement_and_keeps_nothing_without_commit() {
+    let db = TestDb::new().await;
+    db.accounts(3).await;
+    let plugins = plugin_dir(&["daily_points"]);
+    let dir = plugins.path().display().to_string();
+    let files = tempfile::tempdir().unwrap();
+    let config = files.path().join("almanac.toml");
+    std::fs::write(&config, "[tasks.daily-points.settings]\npoints = \"25\"\n").unwrap();
+    let config = config.display().to_string();
+    let almanac = |args: &[&str]| crate::support::almanac(&db.url, args);
+    let before = state(&db).await;
+    assert_eq!(before, (vec![0, 0, 0], false, 0));
+
+    let (code, out, err) = almanac(&["try", "daily-points", "--slot", "2026-03-08", "--key", "2", "--plugins", &dir, "--config", &config]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.starts_with("try daily-points slot 2026-03-07T16:00:00Z key \"2\""), "{out}");
+    assert!(out.contains("plugin INSERT INTO points_ledger (task, slot, account_id, points) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING  [\"daily-points\", 2026-03-07T16:00:00Z, 2, 25]"), "{out}");
+    assert!(out.contains("plugin UPDATE accounts SET points = points + $2 WHERE id = $1  [2, 25]"), "{out}");
+    assert_eq!(out.matches("-> 1 row(s) affected").count(), 2, "{out}");
+    assert!(out.contains("outcome: ok (the job would be done) in") && out.contains("rolled back: nothing was kept"), "{out}");
+    assert_eq!(state(&db).await, before, "a dry run without --commit left something behind");
+
+    let (code, out, _) = almanac(&["plan", "daily-points", "--slot", "2026-03-08", "--limit", "2", "--plugins", &dir]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("plugin SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2  [-9223372036854775808, 2]\n      -> 2 row(s)"), "{out}");
+    assert!(out.contains("keys (2): 1, 2"), "{out}");
+    assert_eq!(state(&db).await, before);
+
+    // A failing job: its error, exit 1, nothing kept.
+    let (code, out, _) = almanac(&["try", "daily-points", "--slot", "2026-03-08", "--key", "not-a-number", "--plugins", &dir]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("outcome: failed in") && out.contains("invalid digit found in string"), "{out}");
+    assert_eq!(state(&db).await, before);
+
+    // --commit keeps the job's effect (and the plugin's table), and still no job row.
+    let (code, out, _) = almanac(&["try", "daily-points", "--slot", "2026-03-08", "--key", "1", "--plugins", &dir, "--commit"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("committed"), "{out}");
+    assert_eq!(state(&db).await, (vec![10, 0, 0], true, 0));
+}
