@@ -4,7 +4,8 @@
 # server binaries (only when no DATABASE_URL is given and none are installed); with
 # --need-browser, Debian's chromium for the dashboard's browser test; with
 # --need-pgbouncer, Debian's pgbouncer for the connection-pooler test; with --need-node,
-# Node.js (Debian's nodejs and npm) and the `pg` package for the README's Node example.
+# Node.js (Debian's nodejs and npm) and the `pg` package for the README's Node example;
+# with --need-python, a virtualenv .venv with componentize-py (PyPI) for Python plugins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -27,13 +28,14 @@ have_server() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
     command -v initdb >/dev/null 2>&1
 }
-need_server=false need_browser=false need_pgbouncer=false need_node=false
+need_server=false need_browser=false need_pgbouncer=false need_node=false need_python=false
 for arg in "$@"; do
     case "$arg" in
         --need-server) need_server=true ;;
         --need-browser) need_browser=true ;;
         --need-pgbouncer) need_pgbouncer=true ;;
         --need-node) need_node=true ;;
+        --need-python) need_python=true ;;
     esac
 done
 if [ -z "${DATABASE_URL:-}" ] || $need_server; then
@@ -59,4 +61,13 @@ if $need_node; then
         echo "bootstrap: installing the example's npm packages (pg, from package-lock.json)" >&2
         npm ci --prefix examples/enqueue --no-audit --no-fund --silent >&2
     fi
+fi
+if $need_python && [ ! -x .venv/bin/componentize-py ]; then
+    if ! python3 -m venv --help >/dev/null 2>&1; then
+        echo "bootstrap: installing python3-venv (Debian) for Python plugins" >&2
+        apt_install python3-venv python3-pip
+    fi
+    echo "bootstrap: installing componentize-py into .venv (PyPI; it builds Python plugins)" >&2
+    python3 -m venv .venv >&2
+    .venv/bin/pip install --quiet --disable-pip-version-check componentize-py==0.25.1 >&2
 fi

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds every plugin in plugins/ for wasm32-wasip2 into target/wasm (its own target
 # dir, so it can run while another cargo holds the host's build lock), installing the
-# target on a fresh machine first.
+# target on a fresh machine first. Python plugins (plugins/*-py, each an app.py) are
+# built with componentize-py from .venv (scripts/bootstrap.sh --need-python installs it;
+# without it they are skipped, with a line saying so),
+# only when their sources, the Python SDK or the WIT changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
@@ -10,9 +13,25 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 packages=()
 for manifest in plugins/*/Cargo.toml plugins/fixtures/*/Cargo.toml; do
+    [ -e "$manifest" ] || continue
     packages+=(-p "$(sed -n 's/^name = "\(.*\)"/\1/p' "$manifest" | head -n1)")
 done
 # Guests ship without debug info: it is most of their size.
 CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=true \
     cargo build --quiet --release --target wasm32-wasip2 --target-dir target/wasm "${packages[@]}"
-echo "$(pwd)/target/wasm/wasm32-wasip2/release"
+out="$(pwd)/target/wasm/wasm32-wasip2/release"
+for app in plugins/*-py/app.py plugins/fixtures/*-py/app.py; do
+    [ -e "$app" ] || continue
+    dir="$(dirname "$app")"
+    wasm="$out/$(basename "$dir" | tr - _).wasm"
+    if [ -e "$wasm" ] && [ -z "$(find "$dir" guest-sdk/python wit -name '*.py' -newer "$wasm" -o -name '*.wit' -newer "$wasm")" ]; then
+        continue
+    fi
+    if [ ! -x .venv/bin/componentize-py ]; then
+        echo "build-plugins: skipping $dir: componentize-py is not installed (scripts/bootstrap.sh --need-python)" >&2
+        continue
+    fi
+    echo "build-plugins: componentize-py $dir (about 30 s)" >&2
+    .venv/bin/componentize-py -d wit -w task-plugin componentize -p "$dir" -p guest-sdk/python app -o "$wasm" >/dev/null
+done
+echo "$out"

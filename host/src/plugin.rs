@@ -41,6 +41,12 @@ const HARD_DEADLINE_SLACK: Duration = Duration::from_secs(10);
 /// default 1 MiB stack; 1 MiB 43 µs with the default stack, as it zeroes the unused stack.
 const KEEP_RESIDENT: usize = 256 << 10;
 
+/// Pooling-allocator slots per plugin instance: enough for a componentize-py component
+/// (measured: 32 core-instance slots ran out at 3 concurrent Python instances).
+const CORE_INSTANCES_PER_PLUGIN: u32 = 16;
+const MEMORIES_PER_PLUGIN: u32 = 4;
+const TABLES_PER_PLUGIN: u32 = 8;
+
 /// Bytes of a plugin's stderr (panic messages) kept per call.
 const STDERR_CAPACITY: usize = 8 * 1024;
 
@@ -145,9 +151,12 @@ impl Runtime {
     pub fn new(limits: Limits, cache_dir: Option<PathBuf>, cancel_tls: crate::db::Tls) -> anyhow::Result<Arc<Runtime>> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(limits.instances)
-            .total_core_instances(limits.instances * 2)
-            .total_memories(limits.instances * 2)
-            .total_tables(limits.instances * 2)
+            // A Rust plugin is one or two core instances with one memory; a Python one
+            // (componentize-py) about a dozen core instances with several memories and
+            // tables. Slots are address space reserved, not memory used.
+            .total_core_instances(limits.instances * CORE_INSTANCES_PER_PLUGIN)
+            .total_memories(limits.instances * MEMORIES_PER_PLUGIN)
+            .total_tables(limits.instances * TABLES_PER_PLUGIN)
             // The limiter refuses growth past the cap with a clear error; the pool only
             // needs room for it.
             .max_memory_size(limits.memory_bytes + (1 << 16))

@@ -15,6 +15,7 @@ mod operate;
 mod outbox;
 mod observe;
 mod pooler;
+mod python;
 mod privilege;
 mod reload;
 mod scheduler;
