@@ -347,6 +347,13 @@ fn follow_settings(plugin: &Plugin, stored: Option<serde_json::Value>) {
         plugin.resume();
         return;
     }
+    if let Some(missing) = mine.keys().find(|name| !stored.contains_key(*name)) {
+        plugin.suspend(format!(
+            "the applied settings lack {missing:?}, which this host's plugin declares (another version applied them); \
+             this host stops serving the task until they agree"
+        ));
+        return;
+    }
     let mut values = BTreeMap::new();
     for (name, value) in &stored {
         match (value.starts_with(SECRET), mine.get(name)) {
