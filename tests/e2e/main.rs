@@ -18,6 +18,7 @@ mod pooler;
 mod python;
 mod privilege;
 mod reload;
+mod scaffold;
 mod scheduler;
 mod settings;
 mod tls;

@@ -3,6 +3,7 @@ mod bench;
 mod demo;
 mod dryrun;
 mod jobs;
+mod new;
 mod outbox;
 mod schedule;
 
@@ -124,6 +125,8 @@ enum Command {
     Forget(schedule::ForgetArgs),
     /// Generate every slot of TASK in a range (idempotent).
     Backfill(schedule::BackfillArgs),
+    /// Make a plugin project (Rust or Python) that builds as it is.
+    New(new::NewArgs),
     /// Run one job of a plugin against the database and show every statement it sent;
     /// rolled back unless --commit.
     Try(dryrun::TryArgs),
@@ -447,6 +450,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             return schedule::backfill(&url, &cli.data_dir, args).await;
         }
         Command::Bench(args) => return bench::run(&cli.data_dir, args).await,
+        Command::New(args) => return new::run(args),
         Command::Try(args) => {
             let url = almanac_db().await?;
             return dryrun::run(&url, &cli.data_dir, args).await;

@@ -1,0 +1,87 @@
+//! `almanac new NAME [--lang rust|python]`: a plugin project that builds as it is.
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Lang {
+    Rust,
+    Python,
+}
+
+#[derive(clap::Args)]
+pub struct NewArgs {
+    /// The task's name (lowercase letters, digits, '-' and '_'); also the folder made.
+    name: String,
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    lang: Lang,
+    /// Where to make the project [default: ./NAME].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The Almanac checkout whose SDK (guest-sdk/) and contract (wit/) the project uses
+    /// [default: the one this binary was built from].
+    #[arg(long)]
+    almanac: Option<PathBuf>,
+}
+
+pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
+    let name = &args.name;
+    if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_') {
+        bail!("task name {name:?} is invalid: use 1-64 lowercase letters, digits, '-' and '_'");
+    }
+    let checkout = match args.almanac {
+        Some(dir) => dir,
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).parent().context("the Almanac checkout")?.to_owned(),
+    };
+    let checkout = checkout.canonicalize().with_context(|| format!("the Almanac checkout {} (give --almanac DIR)", checkout.display()))?;
+    if !checkout.join("guest-sdk/Cargo.toml").exists() {
+        bail!("{} is not an Almanac checkout (no guest-sdk/): give --almanac DIR", checkout.display());
+    }
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from(name));
+    if dir.exists() {
+        bail!("{} exists already", dir.display());
+    }
+    let table = format!("{}_runs", name.replace('-', "_"));
+    let module = name.replace('-', "_");
+    let fill = |template: &str, build: &str, wasm: &str, lang: &str| {
+        template
+            .replace("{name}", name)
+            .replace("{table}", &table)
+            .replace("{sdk}", &checkout.join("guest-sdk").display().to_string())
+            .replace("{build}", build)
+            .replace("{wasm_name}", wasm.rsplit('/').next().unwrap_or(wasm))
+            .replace("{wasm}", wasm)
+            .replace("{lang}", lang)
+    };
+    let files: Vec<(&str, String)> = match args.lang {
+        Lang::Rust => {
+            let wasm = format!("target/wasm32-wasip2/release/{module}.wasm");
+            let build = "cargo build --release --target wasm32-wasip2   # rustup target add wasm32-wasip2, once";
+            vec![
+                ("Cargo.toml", fill(include_str!("new/Cargo.toml.in"), build, &wasm, "Rust")),
+                (".cargo/config.toml", include_str!("new/config.toml.in").to_owned()),
+                ("src/lib.rs", fill(include_str!("new/lib.rs.in"), build, &wasm, "Rust")),
+                ("README.md", fill(include_str!("new/README.md.in"), build, &wasm, "Rust")),
+            ]
+        }
+        Lang::Python => {
+            let wasm = format!("{module}.wasm");
+            let build = format!(
+                "componentize-py -d {} -w task-plugin componentize -p . -p {} app -o {wasm}   # pip install componentize-py==0.25.1",
+                checkout.join("wit").display(),
+                checkout.join("guest-sdk/python").display()
+            );
+            vec![("app.py", fill(include_str!("new/app.py.in"), &build, &wasm, "Python")), ("README.md", fill(include_str!("new/README.md.in"), &build, &wasm, "Python"))]
+        }
+    };
+    for (path, text) in &files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+    }
+    println!("made {} ({}): see its README.md to build and try it", dir.display(), files.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(", "));
+    Ok(ExitCode::SUCCESS)
+}
