@@ -59,10 +59,10 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
             let wasm = format!("target/wasm32-wasip2/release/{module}.wasm");
             let build = "cargo build --release --target wasm32-wasip2   # rustup target add wasm32-wasip2, once";
             vec![
-                ("Cargo.toml", fill(include_str!("new/Cargo.toml.in"), build, &wasm, "Rust")),
-                (".cargo/config.toml", include_str!("new/config.toml.in").to_owned()),
-                ("src/lib.rs", fill(include_str!("new/lib.rs.in"), build, &wasm, "Rust")),
-                ("README.md", fill(include_str!("new/README.md.in"), build, &wasm, "Rust")),
+                ("Cargo.toml", fill(include_str!("../../templates/new/Cargo.toml.in"), build, &wasm, "Rust")),
+                (".cargo/config.toml", include_str!("../../templates/new/config.toml.in").to_owned()),
+                ("src/lib.rs", fill(include_str!("../../templates/new/lib.rs.in"), build, &wasm, "Rust")),
+                ("README.md", fill(include_str!("../../templates/new/README.md.in"), build, &wasm, "Rust")),
             ]
         }
         Lang::Python => {
@@ -72,7 +72,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
                 checkout.join("wit").display(),
                 checkout.join("guest-sdk/python").display()
             );
-            vec![("app.py", fill(include_str!("new/app.py.in"), &build, &wasm, "Python")), ("README.md", fill(include_str!("new/README.md.in"), &build, &wasm, "Python"))]
+            vec![("app.py", fill(include_str!("../../templates/new/app.py.in"), &build, &wasm, "Python")), ("README.md", fill(include_str!("../../templates/new/README.md.in"), &build, &wasm, "Python"))]
         }
     };
     for (path, text) in &files {
