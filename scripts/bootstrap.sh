@@ -5,7 +5,7 @@
 # --need-browser, Debian's chromium for the dashboard's browser test; with
 # --need-pgbouncer, Debian's pgbouncer for the connection-pooler test; with --need-node,
 # Node.js (Debian's nodejs and npm) and the `pg` package for the README's Node example;
-# with --need-python, a virtualenv .venv with componentize-py (PyPI) for Python plugins.
+# with --need-python, a virtualenv .venv with componentize-py and pytest (PyPI) for Python plugins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -62,12 +62,12 @@ if $need_node; then
         npm ci --prefix examples/enqueue --no-audit --no-fund --silent >&2
     fi
 fi
-if $need_python && [ ! -x .venv/bin/componentize-py ]; then
+if $need_python && ! { [ -x .venv/bin/componentize-py ] && [ -x .venv/bin/pytest ]; }; then
     if ! python3 -m venv --help >/dev/null 2>&1; then
         echo "bootstrap: installing python3-venv (Debian) for Python plugins" >&2
         apt_install python3-venv python3-pip
     fi
-    echo "bootstrap: installing componentize-py into .venv (PyPI; it builds Python plugins)" >&2
-    python3 -m venv .venv >&2
-    .venv/bin/pip install --quiet --disable-pip-version-check componentize-py==0.25.1 >&2
+    echo "bootstrap: installing componentize-py and pytest into .venv (PyPI; they build and test Python plugins)" >&2
+    [ -x .venv/bin/pip ] || python3 -m venv .venv >&2
+    .venv/bin/pip install --quiet --disable-pip-version-check componentize-py==0.25.1 pytest==8.3.4 >&2
 fi

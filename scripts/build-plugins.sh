@@ -24,7 +24,7 @@ for app in plugins/*-py/app.py plugins/fixtures/*-py/app.py; do
     [ -e "$app" ] || continue
     dir="$(dirname "$app")"
     wasm="$out/$(basename "$dir" | tr - _).wasm"
-    if [ -e "$wasm" ] && [ -z "$(find "$dir" guest-sdk/python wit -name '*.py' -newer "$wasm" -o -name '*.wit' -newer "$wasm")" ]; then
+    if [ -e "$wasm" ] && [ -z "$(find "$dir" guest-sdk/python wit -name tests -prune -o \( -name '*.py' -o -name '*.wit' \) -newer "$wasm" -print)" ]; then
         continue
     fi
     if [ ! -x .venv/bin/componentize-py ]; then

@@ -234,7 +234,7 @@ impl Folder {
 }
 
 /// The `*.wasm` files directly in `dir`, sorted (the first file to claim a task keeps it).
-fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+pub(crate) fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read plugins directory {}", dir.display()))?;
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))

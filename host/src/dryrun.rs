@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
@@ -25,13 +25,16 @@ pub struct Tried {
     pub committed: bool,
 }
 
-/// Load the plugin of `task` from `dir`, adjusted by `config` (its settings too).
-pub async fn load(runtime: &Arc<Runtime>, dir: &Path, config: Option<&Path>, task: &str) -> anyhow::Result<Plugin> {
+/// Load the plugin of `task` from `plugins` (a folder of components, or one component
+/// file), adjusted by `config` (its settings too).
+pub async fn load(runtime: &Arc<Runtime>, plugins: &Path, config: Option<&Path>, task: &str) -> anyhow::Result<Plugin> {
     let config = config.map(Config::load).transpose()?.unwrap_or_else(Config::none);
-    let mut entries: Vec<_> = std::fs::read_dir(dir).with_context(|| format!("cannot read plugins directory {}", dir.display()))?.filter_map(|e| e.ok().map(|e| e.path())).collect();
-    entries.sort();
+    let files = match plugins.is_file() {
+        true => vec![plugins.to_owned()],
+        false => crate::catalog::wasm_files(plugins)?,
+    };
     let mut seen = Vec::new();
-    for path in entries.into_iter().filter(|p| p.extension().is_some_and(|x| x == "wasm")) {
+    for path in files {
         let mut plugin = match runtime.load(&path).await {
             Ok(plugin) => plugin,
             Err(e) => {
@@ -47,7 +50,7 @@ pub async fn load(runtime: &Arc<Runtime>, dir: &Path, config: Option<&Path>, tas
         plugin.set_settings(settings.values);
         return Ok(plugin);
     }
-    bail!("no plugin in {} provides task {task:?} (found: {})", dir.display(), if seen.is_empty() { "none".into() } else { seen.join(", ") })
+    bail!("no plugin in {} provides task {task:?} (found: {})", plugins.display(), if seen.is_empty() { "none".into() } else { seen.join(", ") })
 }
 
 /// `run` of one job `(task, slot, key)`.

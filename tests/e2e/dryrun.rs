@@ -35,7 +35,7 @@ async fn a_dry_run_shows_every_statement_and_keeps_nothing_without_commit() {
     let (code, out, _) = almanac(&["plan", "daily-points", "--slot", "2026-03-08", "--limit", "2", "--plugins", &dir]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("plugin SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2  [-9223372036854775808, 2]\n      -> 2 row(s)"), "{out}");
-    assert!(out.contains("keys (2): 1, 2"), "{out}");
+    assert!(out.contains("keys (2):\n  key: 1\n  key: 2\n"), "{out}");
     assert_eq!(state(&db).await, before);
 
     // A failing job: its error, exit 1, nothing kept.

@@ -12,6 +12,18 @@ fn latest_shanghai_midnight() -> DateTime<Utc> {
     schedule.slots_after(now - chrono::Duration::days(2)).take_while(|s| s.start <= now).last().unwrap().start
 }
 
+/// The plugin's own test (`pytest`, almanac_testing): tables prepared, plan and run for a
+/// slot, the accounts asserted, against a real PostgreSQL.
+#[test]
+fn the_python_daily_points_own_test_passes() {
+    let project = crate::support::workspace().join("plugins/daily-points-py");
+    let _cluster = crate::support::ProjectClusters(vec![project.clone()]);
+    let pytest = crate::support::workspace().join(".venv/bin/pytest");
+    let out = std::process::Command::new(&pytest).args(["-q", "-p", "no:cacheprovider"]).env("ALMANAC", crate::support::almanac_bin()).current_dir(&project).output().unwrap();
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && report.contains("1 passed"), "{report}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_python_daily_points_catches_up_three_days_on_two_hosts() {
     let db = TestDb::new().await;

@@ -1,46 +1,53 @@
-//! `almanac new`: a Rust and a Python project that build as they are, and whose task
-//! runs (`almanac try --commit`) against a real database.
-use std::process::Command;
+//! `almanac new`: a Rust and a Python project that build as they are, and whose own
+//! test (almanac-testing: `cargo test`, `pytest`) passes against a real database, and
+//! fails when what it asserts is not so.
+use std::path::Path;
+use std::process::{Command, Output};
 
-use crate::support::{almanac_bin, workspace, TestDb};
+use crate::support::{almanac_bin, workspace, ProjectClusters};
 
-fn ok(command: &mut Command) {
-    let out = command.output().unwrap();
-    assert!(out.status.success(), "{command:?}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+fn run(command: &mut Command) -> Output {
+    command.output().unwrap_or_else(|e| panic!("{command:?}: {e}"))
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn almanac_new_makes_rust_and_python_projects_that_build_and_run() {
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// A second test that asserts what is not so ("hi" where the task records "hello").
+fn add_failing_test(from: &Path, to: &Path) {
+    let test = std::fs::read_to_string(from).unwrap();
+    assert!(test.contains("\"hello\""), "{test}");
+    std::fs::write(to, test.replace("\"hello\"", "\"hi\"").replace("records_each_slot_once", "records_what_is_not_so")).unwrap();
+}
+
+#[test]
+fn almanac_new_makes_rust_and_python_projects_whose_own_tests_pass() {
     let root = workspace();
     let dir = tempfile::tempdir().unwrap();
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir(&plugins).unwrap();
-    ok(Command::new(almanac_bin()).args(["new", "hello-rs"]).current_dir(dir.path()));
-    ok(Command::new(almanac_bin()).args(["new", "hello-py", "--lang", "python"]).current_dir(dir.path()));
-    let (code, _, err) = crate::support::almanac("", &["new", "hello-rs", "--dir", &dir.path().join("hello-rs").display().to_string()]);
-    assert!(code == 1 && err.contains("exists already"), "{err}");
-
-    // Rust: the README's command (sharing the plugins' target dir, so nothing is built twice).
-    let target = root.join("target/wasm");
-    ok(Command::new("cargo").args(["build", "--quiet", "--release", "--target", "wasm32-wasip2"]).env("CARGO_TARGET_DIR", &target).current_dir(dir.path().join("hello-rs")));
-    std::fs::copy(target.join("wasm32-wasip2/release/hello_rs.wasm"), plugins.join("hello_rs.wasm")).unwrap();
-    // Python: the README's command.
-    let readme = std::fs::read_to_string(dir.path().join("hello-py/README.md")).unwrap();
-    let build = readme.lines().find(|l| l.trim_start().starts_with("componentize-py")).unwrap().split('#').next().unwrap().trim().to_owned();
-    let mut words = build.split_whitespace();
-    words.next();
-    ok(Command::new(root.join(".venv/bin/componentize-py")).args(words).current_dir(dir.path().join("hello-py")));
-    std::fs::copy(dir.path().join("hello-py/hello_py.wasm"), plugins.join("hello_py.wasm")).unwrap();
-
-    let db = TestDb::new().await;
-    for task in ["hello-rs", "hello-py"] {
-        let (code, out, err) = crate::support::almanac(
-            &db.url,
-            &["--data-dir", &dir.path().join("data").display().to_string(), "try", task, "--slot", "2026-01-01T00:00:00Z", "--key", "run", "--plugins", &plugins.display().to_string(), "--commit"],
-        );
-        assert_eq!(code, 0, "{out}{err}");
-        assert!(out.contains("committed"), "{out}");
-        let table = format!("{}_runs", task.replace('-', "_"));
-        assert_eq!(db.count(&format!("SELECT count(*) FROM {table} WHERE greeting = 'hello'")).await, 1, "{task}");
+    let (rs, py) = (dir.path().join("hello-rs"), dir.path().join("hello-py"));
+    let _clusters = ProjectClusters(vec![rs.clone(), py.clone()]);
+    for args in [&["new", "hello-rs"][..], &["new", "hello-py", "--lang", "python"]] {
+        let out = run(Command::new(almanac_bin()).args(args).current_dir(dir.path()));
+        assert!(out.status.success(), "{}", text(&out));
     }
+    let out = run(Command::new(almanac_bin()).args(["new", "hello-rs", "--dir", &rs.display().to_string()]));
+    assert!(!out.status.success() && text(&out).contains("exists already"), "{}", text(&out));
+    add_failing_test(&rs.join("tests/plugin.rs"), &rs.join("tests/not_so.rs"));
+    add_failing_test(&py.join("tests/test_plugin.py"), &py.join("tests/test_not_so.py"));
+
+    // Rust: `cargo test`, sharing the plugins' target dir so nothing is built twice.
+    let out = run(Command::new("cargo").args(["test", "--no-fail-fast"]).env("CARGO_TARGET_DIR", root.join("target/wasm")).env("ALMANAC", almanac_bin()).current_dir(&rs));
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    assert!(report.contains("test records_each_slot_once ... ok"), "{report}");
+    assert!(report.contains("test records_what_is_not_so ... FAILED") && report.contains("\"hi\""), "{report}");
+
+    // Python: `pytest`, whose test builds the component with the project's build.sh.
+    let venv = root.join(".venv/bin");
+    let out = run(Command::new(venv.join("pytest")).args(["-q", "-p", "no:cacheprovider"]).env("COMPONENTIZE_PY", venv.join("componentize-py")).env("ALMANAC", almanac_bin()).current_dir(&py));
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    assert!(report.contains("1 failed, 1 passed") && report.contains("FAILED tests/test_not_so.py::test_records_what_is_not_so"), "{report}");
+    assert!(py.join("hello_py.wasm").exists(), "{report}");
 }

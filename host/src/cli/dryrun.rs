@@ -17,7 +17,7 @@ pub struct Source {
     /// The slot: RFC 3339, a slot label, UTC as `almanac jobs` prints it, or a date.
     #[arg(long)]
     slot: String,
-    /// Folder of plugin components.
+    /// Folder of plugin components, or one component file.
     #[arg(long)]
     plugins: PathBuf,
     /// Per-task overrides and settings [default: ./almanac.toml if it exists].
@@ -67,6 +67,18 @@ pub async fn plan(url: &str, data_dir: &std::path::Path, args: PlanArgs) -> anyh
     Ok(report(&tried, Some(args.limit)))
 }
 
+pub async fn scratch(data_dir: &std::path::Path, name: &str) -> anyhow::Result<ExitCode> {
+    let pg_dir = data_dir.join("pg");
+    let cluster = tokio::task::spawn_blocking(move || almanac::cluster::Cluster::ensure(&pg_dir, &almanac::cluster::Settings::default()))
+        .await?
+        .context("cannot start the private PostgreSQL cluster")?;
+    let url = cluster.provision_fresh(name).await?;
+    let (mut client, _conn) = super::connect_once(&url).await?;
+    almanac::migrate::run(&mut client).await?;
+    println!("{url}");
+    Ok(ExitCode::SUCCESS)
+}
+
 async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<(deadpool_postgres::Pool, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>)> {
     let target = db::config(url, &db::SessionSettings::default())?;
     let pool = db::pool(&target.role("cli"), 1)?;
@@ -92,7 +104,11 @@ fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
     let kept = if tried.committed { "committed" } else { "rolled back: nothing was kept (give --commit to keep it)" };
     match &tried.outcome {
         Ok(keys) if plan_limit.is_some() => {
-            println!("keys ({}): {}", keys.len(), keys.join(", "));
+            // One a line, so a key with a comma in it reads (and parses) as one key.
+            println!("keys ({}):", keys.len());
+            for key in keys {
+                println!("  key: {key}");
+            }
             println!("outcome: ok in {ms:.1} ms; {kept}");
             ExitCode::SUCCESS
         }

@@ -145,6 +145,12 @@ enum Command {
     },
     /// Stop the private cluster under --data-dir (a fast shutdown), if it runs.
     Stop,
+    /// Make database NAME in the private cluster under --data-dir anew (dropped first if
+    /// it exists), migrated, and print its connection string: a clean database for a
+    /// plugin's tests. DATABASE_URL is not used.
+    Scratch {
+        name: String,
+    },
 }
 
 #[derive(clap::Args, Clone)]
@@ -463,6 +469,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let url = almanac_db().await?;
             return psql(&url, &args);
         }
+        Command::Scratch { name } => return dryrun::scratch(&cli.data_dir, &name).await,
         Command::Stop => {
             let cluster = Cluster::new(&cli.data_dir.join("pg"))?;
             if !cluster.data_dir.join("PG_VERSION").exists() || !cluster.is_running() {

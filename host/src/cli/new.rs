@@ -44,9 +44,16 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     }
     let table = format!("{}_runs", name.replace('-', "_"));
     let module = name.replace('-', "_");
+    let (test, test_file) = match args.lang {
+        Lang::Rust => ("`cargo test`", "tests/plugin.rs"),
+        Lang::Python => ("`pytest` (`pip install pytest`, once)", "tests/test_plugin.py"),
+    };
     let fill = |template: &str, build: &str, wasm: &str, lang: &str| {
         template
             .replace("{name}", name)
+            .replace("{testing}", &checkout.join("guest-sdk/testing").display().to_string())
+            .replace("{test_file}", test_file)
+            .replace("{test}", test)
             .replace("{table}", &table)
             .replace("{sdk}", &checkout.join("guest-sdk").display().to_string())
             .replace("{build}", build)
@@ -62,17 +69,27 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
                 ("Cargo.toml", fill(include_str!("../../templates/new/Cargo.toml.in"), build, &wasm, "Rust")),
                 (".cargo/config.toml", include_str!("../../templates/new/config.toml.in").to_owned()),
                 ("src/lib.rs", fill(include_str!("../../templates/new/lib.rs.in"), build, &wasm, "Rust")),
+                ("tests/plugin.rs", fill(include_str!("../../templates/new/plugin_test.rs.in"), build, &wasm, "Rust")),
                 ("README.md", fill(include_str!("../../templates/new/README.md.in"), build, &wasm, "Rust")),
+                (".gitignore", "/target\n/.almanac\n".to_owned()),
             ]
         }
         Lang::Python => {
             let wasm = format!("{module}.wasm");
-            let build = format!(
-                "componentize-py -d {} -w task-plugin componentize -p . -p {} app -o {wasm}   # pip install componentize-py==0.25.1",
+            let script = format!(
+                "#!/bin/sh\n# Build the component (pip install componentize-py==0.25.1, once).\nset -e\ncd \"$(dirname \"$0\")\"\nexec \"${{COMPONENTIZE_PY:-componentize-py}}\" -d {} -w task-plugin componentize -p . -p {} app -o {wasm}\n",
                 checkout.join("wit").display(),
                 checkout.join("guest-sdk/python").display()
             );
-            vec![("app.py", fill(include_str!("../../templates/new/app.py.in"), &build, &wasm, "Python")), ("README.md", fill(include_str!("../../templates/new/README.md.in"), &build, &wasm, "Python"))]
+            let build = "sh build.sh   # pip install componentize-py==0.25.1, once";
+            vec![
+                ("app.py", fill(include_str!("../../templates/new/app.py.in"), build, &wasm, "Python")),
+                ("build.sh", script),
+                ("pyproject.toml", fill(include_str!("../../templates/new/pyproject.toml.in"), build, &wasm, "Python")),
+                ("tests/test_plugin.py", fill(include_str!("../../templates/new/test_plugin.py.in"), build, &wasm, "Python")),
+                ("README.md", fill(include_str!("../../templates/new/README.md.in"), build, &wasm, "Python")),
+                (".gitignore", "/*.wasm\n/.almanac\n__pycache__/\n.pytest_cache/\n".to_owned()),
+            ]
         }
     };
     for (path, text) in &files {

@@ -85,6 +85,18 @@ impl Cluster {
         Ok(self.url(dbname).replace("user=postgres", &format!("user={user}")))
     }
 
+    /// Like [`Cluster::provision`], for a database made anew: dropped first (its
+    /// connections ended) if it exists, so nothing of an earlier use is left in it.
+    pub async fn provision_fresh(&self, dbname: &str) -> Result<String, ClusterError> {
+        let (admin, connection) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", crate::db::quote_ident(dbname))).await?;
+        drop(admin);
+        self.provision(dbname).await
+    }
+
     /// A handle on the cluster in `data_dir` (which need not exist yet).
     pub fn new(data_dir: &Path) -> Result<Cluster, ClusterError> {
         let bin_dir = find_bin_dir().ok_or(ClusterError::NoServer)?;

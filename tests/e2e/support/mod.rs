@@ -28,6 +28,18 @@ pub fn almanac_bin() -> &'static str {
     env!("CARGO_BIN_EXE_almanac")
 }
 
+/// Stops the private clusters that plugin projects' own tests (almanac-testing) start
+/// under `<project>/.almanac`, whatever happens.
+pub struct ProjectClusters(pub Vec<PathBuf>);
+
+impl Drop for ProjectClusters {
+    fn drop(&mut self) {
+        for project in &self.0 {
+            let _ = std::process::Command::new(almanac_bin()).args(["stop"]).current_dir(project).output();
+        }
+    }
+}
+
 struct Shared {
     cluster: Cluster,
     _dir: tempfile::TempDir,
