@@ -29,6 +29,9 @@ pub struct Tried {
 /// file), adjusted by `config` (its settings too).
 pub async fn load(runtime: &Arc<Runtime>, plugins: &Path, config: Option<&Path>, task: &str) -> anyhow::Result<Plugin> {
     let config = config.map(Config::load).transpose()?.unwrap_or_else(Config::none);
+    if !plugins.exists() {
+        bail!("{} does not exist: give --plugins a folder of components or one .wasm file", plugins.display());
+    }
     let files = match plugins.is_file() {
         true => vec![plugins.to_owned()],
         false => crate::catalog::wasm_files(plugins)?,
