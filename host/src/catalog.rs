@@ -297,7 +297,7 @@ async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: 
 /// The plugin's setup statements, checked by the statement policy.
 async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
     let spec = &plugin.spec;
-    let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
+    let writable = spec.writable();
     let declared: Vec<String> = spec.tables.iter().map(|t| t.name.clone()).collect();
     for statement in &spec.setup {
         policy.check_setup(statement, &writable, &declared).await.with_context(|| format!("setup statement {statement:?}"))?;
@@ -309,8 +309,7 @@ async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
 async fn give_tables(client: &(impl tokio_postgres::GenericClient + Sql), plugin: &Plugin) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     if !spec.setup.is_empty() {
-        let writable: Vec<String> = spec.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect();
-        access::run_setup(client, &spec.role, &writable, &spec.setup).await?;
+        access::run_setup(client, &spec.role, &spec.writable(), &spec.setup).await?;
     }
     access::grant(client, &spec.role, &spec.tables).await?;
     Ok(())

@@ -33,6 +33,9 @@ use crate::calendar::Schedule;
 use crate::capability::config::{Setting, Settings};
 use crate::task::{CatchUp, TaskSpec};
 
+/// The largest setting value (a file's, or an `env:` variable's).
+pub const SETTING_MAX_BYTES: usize = 64 * 1024;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{file}: cannot read: {source}")]
@@ -156,6 +159,11 @@ impl Config {
                 },
                 None => Setting { value: value.get_ref().clone(), secret: false },
             };
+            // Every `config.get` copies the value into the plugin's memory.
+            if setting.value.len() > SETTING_MAX_BYTES {
+                let what = if setting.secret { "the variable it reads" } else { "its value" };
+                return self.invalid(value.span(), format!("setting {:?} of task {:?}: {what} is {} bytes; the limit is {SETTING_MAX_BYTES}", name.get_ref(), spec.name, setting.value.len()));
+            }
             values.insert(name.get_ref().clone(), setting);
         }
         for declared in &spec.settings {

@@ -12,13 +12,14 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 
 use crate::bindings::almanac::plugin::types::Job;
-use crate::capability::db::Traced;
+use crate::capability::db::Trace;
 use crate::config::Config;
 use crate::plugin::{Plugin, Runtime};
 
 /// What a dry run did.
 pub struct Tried {
-    pub statements: Vec<Traced>,
+    /// Every statement the call sent (the first [`crate::capability::db::TRACE_KEPT`]).
+    pub trace: Trace,
     /// `Ok` with what the call returned (for `plan`, its keys), or the job's error.
     pub outcome: Result<Vec<String>, String>,
     pub elapsed: Duration,
@@ -61,8 +62,8 @@ pub async fn run(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTime
     let applied = plugin.applied();
     let job = Job { task: plugin.name().to_owned(), slot: applied.wit_slot(&applied.slot_at(slot)), key: key.to_owned(), attempt: 1, payload };
     within(pool, runtime, plugin, commit, |conn| async move {
-        let (called, statements) = plugin.run_traced(&conn, &job).await;
-        (called.result.map(|()| Vec::new()).map_err(|e| e.to_string()), statements)
+        let (called, trace) = plugin.run_traced(&conn, &job).await;
+        (called.result.map(|()| Vec::new()).map_err(|e| e.to_string()), trace)
     })
     .await
 }
@@ -72,7 +73,7 @@ pub async fn plan(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTim
     let applied = plugin.applied();
     let wit_slot = applied.wit_slot(&applied.slot_at(slot));
     within(pool, runtime, plugin, commit, |conn| async move {
-        let (mut keys, mut statements) = (Vec::<String>::new(), Vec::new());
+        let (mut keys, mut statements) = (Vec::<String>::new(), Trace::default());
         loop {
             let page = (limit as usize).saturating_sub(keys.len()).min(1000) as u32;
             if page == 0 {
@@ -100,7 +101,7 @@ pub async fn plan(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTim
 async fn within<F, Fut>(pool: &Pool, runtime: &Runtime, plugin: &Plugin, commit: bool, call: F) -> anyhow::Result<Tried>
 where
     F: FnOnce(Arc<deadpool_postgres::Object>) -> Fut,
-    Fut: std::future::Future<Output = (Result<Vec<String>, String>, Vec<Traced>)>,
+    Fut: std::future::Future<Output = (Result<Vec<String>, String>, Trace)>,
 {
     let conn = Arc::new(pool.get().await?);
     conn.batch_execute("BEGIN").await?;
@@ -109,7 +110,7 @@ where
         return Err(e.context(format!("setting up {}", plugin.name())));
     }
     let started = Instant::now();
-    let (outcome, statements) = call(conn.clone()).await;
+    let (outcome, trace) = call(conn.clone()).await;
     let elapsed = started.elapsed();
     let committed = commit && outcome.is_ok();
     match committed {
@@ -117,5 +118,5 @@ where
         true => conn.batch_execute(&format!("{}; COMMIT", crate::capability::db::END_CALL)).await?,
         false => conn.batch_execute("ROLLBACK").await?,
     }
-    Ok(Tried { statements, outcome, elapsed, committed })
+    Ok(Tried { trace, outcome, elapsed, committed })
 }

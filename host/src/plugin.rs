@@ -16,7 +16,7 @@ use crate::bindings::exports::almanac::plugin::task::TaskError;
 use crate::bindings::almanac::plugin as wit;
 use crate::bindings::Transaction;
 use crate::capability::config::Settings;
-use crate::capability::db::{Ending, Lent, Policy, Session, Traced};
+use crate::capability::db::{Ending, Lent, Policy, Session, Trace};
 use crate::capability::log::{CallFields, Logger};
 pub use crate::task::TaskSpec;
 pub use registry::{Loaded, Registry};
@@ -435,7 +435,7 @@ impl Plugin {
     }
 
     /// [`Plugin::run`], keeping every statement the call sent (a dry run).
-    pub async fn run_traced(&self, conn: &Arc<Object>, job: &Job) -> (Called<()>, Vec<Traced>) {
+    pub async fn run_traced(&self, conn: &Arc<Object>, job: &Job) -> (Called<()>, Trace) {
         self.run_lent(Lent::Conn(conn.clone()), job, true).await
     }
 
@@ -444,7 +444,7 @@ impl Plugin {
         self.run_lent(Lent::Noop, job, false).await.0.result
     }
 
-    async fn run_lent(&self, lent: Lent, job: &Job, traced: bool) -> (Called<()>, Vec<Traced>) {
+    async fn run_lent(&self, lent: Lent, job: &Job, traced: bool) -> (Called<()>, Trace) {
         let fields = CallFields {
             plugin: self.spec.name.clone(),
             task: job.task.clone(),
@@ -454,7 +454,7 @@ impl Plugin {
         let (mut store, _) = self.store(lent, fields, traced);
         let (instance, tx) = match self.ready(&mut store).await {
             Ok(ready) => ready,
-            Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Vec::new()),
+            Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Trace::default()),
         };
         let outcome = self.bounded(instance.run(&mut store, job, tx)).await;
         let called = finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes);
@@ -467,12 +467,12 @@ impl Plugin {
     }
 
     /// [`Plugin::plan`], keeping every statement the call sent when `traced`.
-    pub async fn plan_traced(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32, traced: bool) -> (Called<Vec<String>>, Vec<Traced>) {
+    pub async fn plan_traced(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32, traced: bool) -> (Called<Vec<String>>, Trace) {
         let fields = CallFields { plugin: self.spec.name.clone(), task: self.spec.name.clone(), slot: slot.label.clone(), key: String::new() };
         let (mut store, _) = self.store(Lent::Conn(conn.clone()), fields, traced);
         let (instance, tx) = match self.ready(&mut store).await {
             Ok(ready) => ready,
-            Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Vec::new()),
+            Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Trace::default()),
         };
         let call = instance.plan(&mut store, slot, tx, after, limit);
         let outcome = self.bounded(call).await;

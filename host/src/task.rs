@@ -61,6 +61,11 @@ pub struct TaskSpec {
 }
 
 impl TaskSpec {
+    /// The tables it declares it writes.
+    pub fn writable(&self) -> Vec<String> {
+        self.tables.iter().filter(|t| t.write).map(|t| t.name.clone()).collect()
+    }
+
     /// Limits for calling `describe()` before the plugin has said anything.
     pub(crate) fn placeholder() -> TaskSpec {
         TaskSpec {

@@ -86,6 +86,11 @@ async fn an_application_enqueues_in_its_own_transaction() {
         ("SELECT almanac.enqueue_many('fixture-attacker', '2026-01-01T00:00:00Z', ARRAY['a', NULL])", "22004", "key must not be NULL"),
         ("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', repeat('k', 1025))", "22023", "a key of 1025 bytes; the limit is 1024"),
         ("SELECT almanac.enqueue('fixture-attacker', '2020-01-01T00:00:00Z', 'k')", "22023", "outside the calendar window"),
+        (
+            "SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'k', jsonb_build_object('x', repeat('x', 1048576)))",
+            "23514",
+            "violates check constraint \"payload_at_most_1mib\"",
+        ),
         // The role holds EXECUTE on the two functions and nothing else.
         ("SELECT count(*) FROM almanac.jobs", "42501", "permission denied for table jobs"),
         ("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-attacker', now(), 'forged')", "42501", "permission denied for table jobs"),

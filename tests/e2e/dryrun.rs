@@ -50,3 +50,19 @@ async fn a_dry_run_shows_every_statement_and_keeps_nothing_without_commit() {
     assert!(out.contains("committed"), "{out}");
     assert_eq!(state(&db).await, (vec![10, 0, 0], true, 0));
 }
+
+/// A plugin that sends statements without end cannot grow a dry run's memory: the first
+/// 1,000 are shown, the rest counted. `--plugins` may name one component file.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dry_run_keeps_the_first_thousand_statements_and_counts_the_rest() {
+    let db = TestDb::new().await;
+    let plugins = plugin_dir(&["fixture_sql"]);
+    let file = plugins.path().join("fixture_sql.wasm").display().to_string();
+    let (code, out, err) = crate::support::almanac(&db.url, &["try", "fixture-sql", "--slot", "2026-01-01", "--key", "many", "--plugins", &file]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("\n  1000 plugin SELECT $1::int  [999]\n"), "{out}");
+    assert!(!out.contains("  1001 plugin"), "{out}");
+    assert!(out.contains("  ... and 4000 more statement(s), not shown (a dry run keeps the first 1000)\noutcome: ok"), "{out}");
+    let (code, _, err) = crate::support::almanac(&db.url, &["try", "fixture-sql", "--slot", "2026-01-01", "--key", "many", "--plugins", "/no/such/file.wasm"]);
+    assert!(code == 1 && err.contains("/no/such/file.wasm does not exist: give --plugins a folder of components or one .wasm file"), "{err}");
+}

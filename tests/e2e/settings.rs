@@ -38,6 +38,10 @@ async fn settings_are_checked_at_start_and_secrets_never_shown() {
     let unset = config(&files, "unset.toml", "[tasks.fixture-settings.settings]\napi-key = \"env:ALMANAC_TEST_NO_SUCH_VAR\"\n");
     let log = start_fails(&db, plugins.path(), &unset, &[]).await;
     assert!(log.contains("unset.toml:2: setting \"api-key\" of task \"fixture-settings\" reads env:ALMANAC_TEST_NO_SUCH_VAR, which is not set"), "{log}");
+    let huge = "k".repeat(70_000);
+    let env = config(&files, "env.toml", "[tasks.fixture-settings.settings]\napi-key = \"env:FIXTURE_API_KEY\"\n");
+    let log = start_fails(&db, plugins.path(), &env, &[("FIXTURE_API_KEY", &huge)]).await;
+    assert!(log.contains("env.toml:2: setting \"api-key\" of task \"fixture-settings\": the variable it reads is 70000 bytes; the limit is 65536"), "{log}");
     let bonus = config(&files, "other.toml", "[tasks.daily-points.settings]\nbonus = \"1\"\n");
     let log = start_fails(&db, plugins.path(), &bonus, &[]).await;
     assert!(log.contains("other.toml:2: task \"daily-points\" has no setting \"bonus\" (it takes: points)"), "{log}");

@@ -91,7 +91,7 @@ async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyh
 
 /// Print what the call did; exit 1 if it failed.
 fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
-    for (n, s) in tried.statements.iter().enumerate() {
+    for (n, s) in tried.trace.statements.iter().enumerate() {
         let who = match s.who {
             Who::Plugin => "plugin",
             Who::Host => "outbox",
@@ -99,6 +99,9 @@ fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
         let sql = s.sql.split_whitespace().collect::<Vec<_>>().join(" ");
         let params = if s.params.is_empty() { String::new() } else { format!("  [{}]", s.params.join(", ")) };
         println!("  {:>3} {who:<6} {sql}{params}\n      -> {} ({:.1} ms)", n + 1, s.outcome, s.elapsed.as_secs_f64() * 1000.0);
+    }
+    if tried.trace.untraced > 0 {
+        println!("  ... and {} more statement(s), not shown (a dry run keeps the first {})", tried.trace.untraced, almanac::capability::db::TRACE_KEPT);
     }
     let ms = tried.elapsed.as_secs_f64() * 1000.0;
     let kept = if tried.committed { "committed" } else { "rolled back: nothing was kept (give --commit to keep it)" };

@@ -13,7 +13,7 @@ use crate::bindings::almanac::plugin::db::{Host, HostTransaction};
 use crate::bindings::almanac::plugin::types::{DbError, Rows, Value};
 use crate::bindings::Transaction;
 pub use policy::Policy;
-pub use session::{Ending, Lent, Session, Traced, Who, END_CALL};
+pub use session::{Ending, Lent, Session, Trace, Traced, Who, END_CALL, TRACE_KEPT};
 
 /// A tokio-postgres error as the plugin sees it, its message clipped (a unique
 /// violation's detail repeats the key, which may be large).

@@ -86,9 +86,16 @@ pub struct Session {
     /// How a cancel request reaches the server.
     cancel_tls: crate::db::Tls,
     ending: Ending,
-    /// Every statement of the call, when asked for (`almanac try`).
+    /// Every statement of the call, when asked for (`almanac try`): the first
+    /// [`TRACE_KEPT`], then only a count, so a plugin looping until its deadline cannot
+    /// grow the host's memory with its statements.
     trace: Option<Vec<Traced>>,
+    untraced: usize,
 }
+
+/// Statements a dry run keeps, and how much of each statement's text.
+pub const TRACE_KEPT: usize = 1000;
+const TRACE_SQL_BYTES: usize = 4096;
 
 /// One statement a call sent, as a dry run shows it.
 #[derive(Debug, Clone)]
@@ -100,6 +107,22 @@ pub struct Traced {
     /// `3 rows`, `1 row affected`, or the error.
     pub outcome: String,
     pub elapsed: std::time::Duration,
+}
+
+/// What a traced call sent: the first [`TRACE_KEPT`] statements, and a count of the rest.
+#[derive(Debug, Default)]
+pub struct Trace {
+    pub statements: Vec<Traced>,
+    pub untraced: usize,
+}
+
+impl Trace {
+    /// `more` after these, still keeping at most [`TRACE_KEPT`] (`plan`'s pages).
+    pub fn extend(&mut self, more: Trace) {
+        let room = TRACE_KEPT.saturating_sub(self.statements.len());
+        self.untraced += more.untraced + more.statements.len().saturating_sub(room);
+        self.statements.extend(more.statements.into_iter().take(room));
+    }
 }
 
 /// A statement's own failure, before it becomes the plugin's [`DbError`].
@@ -127,7 +150,7 @@ impl Session {
         result_budget: usize,
         cancel_tls: crate::db::Tls,
     ) -> Self {
-        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default(), trace: None }
+        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default(), trace: None, untraced: 0 }
     }
 
     /// Keep every statement of this call ([`Session::take_trace`]).
@@ -136,20 +159,29 @@ impl Session {
         self
     }
 
-    /// The statements kept so far.
-    pub fn take_trace(&mut self) -> Vec<Traced> {
-        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
+    /// The statements kept so far, and how many more were sent.
+    pub fn take_trace(&mut self) -> Trace {
+        Trace { statements: self.trace.as_mut().map(std::mem::take).unwrap_or_default(), untraced: std::mem::take(&mut self.untraced) }
     }
 
     fn record<T>(&mut self, who: Who, sql: &str, params: &[Value], started: Instant, result: &wasmtime::Result<Result<T, DbError>>, shown: impl Fn(&T) -> String) {
         let Some(trace) = &mut self.trace else { return };
+        if trace.len() >= TRACE_KEPT {
+            self.untraced += 1;
+            return;
+        }
         let outcome = match result {
             Ok(Ok(value)) => shown(value),
             Ok(Err(e)) => format!("error: {}{}", e.sqlstate.as_ref().map(|s| format!("{s} ")).unwrap_or_default(), e.message),
             Err(trap) => format!("trap: {trap}"),
         };
         let params = params.iter().map(value::show).collect();
-        trace.push(Traced { who, sql: sql.to_owned(), params, outcome, elapsed: started.elapsed() });
+        let mut sql = sql.to_owned();
+        if sql.len() > TRACE_SQL_BYTES {
+            let cut = (0..=TRACE_SQL_BYTES).rev().find(|&i| sql.is_char_boundary(i)).unwrap_or(0);
+            sql = format!("{}... ({} bytes)", &sql[..cut], sql.len());
+        }
+        trace.push(Traced { who, sql, params, outcome, elapsed: started.elapsed() });
     }
 
     /// How the call went so far.
