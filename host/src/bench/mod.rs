@@ -32,7 +32,8 @@ use crate::cluster::{Cluster, Settings};
 use crate::{executor, host, plugin};
 
 const CLAIM: &str = include_str!("../executor/claim.sql");
-const MARK_DONE: &str = include_str!("../executor/mark_done.sql");
+const FLOOR_CLAIM: &str = include_str!("floor_claim.sql");
+const FLOOR_DONE: &str = include_str!("floor_done.sql");
 const LEDGER: &str = include_str!("ledger.sql");
 const POINTS: &str = include_str!("points.sql");
 const RESET: &str = include_str!("reset.sql");
@@ -241,7 +242,7 @@ async fn run_floor(pool: &deadpool_postgres::Pool, workers: usize, batch: usize,
         set.spawn(async move {
             let tasks = vec![TASK.to_owned()];
             let (claim, ledger, points, done) =
-                (conn.prepare(CLAIM).await?, conn.prepare(LEDGER).await?, conn.prepare(POINTS).await?, conn.prepare(MARK_DONE).await?);
+                (conn.prepare(FLOOR_CLAIM).await?, conn.prepare(LEDGER).await?, conn.prepare(POINTS).await?, conn.prepare(FLOOR_DONE).await?);
             loop {
                 conn.batch_execute("BEGIN").await?;
                 let rows = conn.query(&claim, &[&tasks, &(batch as i64)]).await?;
@@ -407,8 +408,9 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
         .await?;
     ensure!(counts.get::<_, i64>(0) == options.generate && counts.get::<_, i64>(1) == options.generate, "depth not as set up");
     let tasks = vec![TASK.to_owned()];
+    let digests = vec!["bench".to_owned()];
     let plan: Vec<String> = client
-        .query(&format!("EXPLAIN {CLAIM}"), &[&tasks, &1i64])
+        .query(&format!("EXPLAIN {CLAIM}"), &[&tasks, &1i64, &digests])
         .await?
         .iter()
         .map(|r| r.get::<_, String>(0))
@@ -422,7 +424,7 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     for _ in 0..options.claim_samples {
         client.batch_execute("BEGIN").await?;
         let started = Instant::now();
-        let rows = client.query(&claim, &[&tasks, &1i64]).await?;
+        let rows = client.query(&claim, &[&tasks, &1i64, &digests]).await?;
         samples.push(started.elapsed().as_secs_f64() * 1e3);
         ensure!(rows.len() == 1, "claim returned {} rows", rows.len());
         client.batch_execute("ROLLBACK").await?;

@@ -1,11 +1,23 @@
--- Claim up to $2 due jobs of the tasks this host has loaded ($1). Reads only the
--- partial index on pending rows; rows another host has locked are skipped, not waited
--- for. The lock is held until the claiming transaction commits.
-SELECT task, slot, key, attempts, payload::text, crashes, last_error
-FROM ONLY almanac.jobs
-WHERE status = 'pending'
-  AND run_after <= now()
-  AND task = ANY($1::text[])
-ORDER BY run_after, slot, task, key
-LIMIT $2
-FOR UPDATE SKIP LOCKED
+-- Claim up to $2 due jobs of the tasks this host has loaded ($1, with their plugins'
+-- digests $3), and mark them done in the same statement: the mark commits only with the
+-- jobs' work, as one transaction, and a job that fails rolls back to its savepoint and
+-- records its attempt over the mark (mark_failed.sql). One statement and one new row
+-- version per job instead of a lock, then an update. The scan reads only the partial
+-- index on pending rows, in order; rows another host has locked are skipped, not
+-- waited for. Returns the row as it was (attempts before this one, the last error).
+WITH due AS (
+    SELECT task, slot, key, attempts, last_error, plugin_digest, run_after
+    FROM ONLY almanac.jobs
+    WHERE status = 'pending'
+      AND run_after <= now()
+      AND task = ANY($1::text[])
+    ORDER BY run_after, slot, task, key
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE ONLY almanac.jobs AS j
+SET status = 'done', attempts = due.attempts + 1, completed_at = now(),
+    plugin_digest = d.digest, last_error = NULL
+FROM due, unnest($1::text[], $3::text[]) AS d(task, digest)
+WHERE j.task = due.task AND j.slot = due.slot AND j.key = due.key AND d.task = due.task
+RETURNING j.task, j.slot, j.key, due.attempts, j.payload::text, j.crashes, due.last_error, due.plugin_digest, due.run_after

@@ -1,10 +1,10 @@
--- In the job's own transaction, after rolling back to its savepoint: the attempt is
--- recorded (on the job and in the attempt history) even though the plugin's writes are
--- gone. $5 = give up now; $6 = backoff in seconds.
+-- In the job's own transaction, after rolling back to its savepoint: the attempt (its
+-- count was raised by the claim) is recorded on the job, over the claim's done mark, and
+-- in the attempt history, even though the plugin's writes are gone. $5 = give up now;
+-- $6 = backoff in seconds.
 WITH failed AS (
     UPDATE ONLY almanac.jobs
-    SET attempts = attempts + 1,
-        last_error = $4,
+    SET last_error = $4,
         status = CASE WHEN $5 THEN 'failed' ELSE 'pending' END,
         completed_at = CASE WHEN $5 THEN now() END,
         run_after = now() + make_interval(secs => $6),

@@ -1,6 +1,7 @@
 //! Claim -> run -> commit. Each worker owns one connection and loops: claim up to
-//! `batch` due jobs `FOR UPDATE SKIP LOCKED`, run each under its own savepoint, mark it
-//! done (or record the failed attempt) in the same transaction, commit.
+//! `batch` due jobs `FOR UPDATE SKIP LOCKED` and mark them done in the same statement,
+//! run each under its own savepoint (a failure rolls back to it and records the failed
+//! attempt over the mark), commit.
 //!
 //! A crash anywhere before COMMIT rolls back the plugin's writes and the done mark
 //! together, and releases the row locks: the jobs are simply pending again.
@@ -10,12 +11,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
-use futures_util::future::{try_join3, try_join4};
+use futures_util::future::{try_join, try_join3, try_join4};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
+use crate::capability::db::END_CALL;
 use crate::db::Prepared;
 use crate::job::JobEnd;
 use crate::metrics::Metrics;
@@ -25,14 +27,9 @@ pub mod claims;
 pub mod operate;
 
 const CLAIM: &str = include_str!("claim.sql");
-const MARK_DONE: &str = include_str!("mark_done.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
 const CLAIM_ONE: &str = include_str!("claim_one.sql");
-
-/// Ends a successful call and keeps its work: the plugin's role and settings undone,
-/// then its savepoint released.
-static END_AND_RELEASE: std::sync::LazyLock<String> =
-    std::sync::LazyLock::new(|| format!("{}; RELEASE SAVEPOINT job", crate::capability::db::END_CALL));
+const UNCLAIM: &str = include_str!("unclaim.sql");
 
 /// Executor settings.
 #[derive(Debug, Clone)]
@@ -252,21 +249,34 @@ pub async fn run_batch(
     // Prepared before any plugin runs: a statement is parsed under the role current at
     // the time, and a plugin's role may not even look into schema almanac. (Through a
     // pooler each is sent unnamed after the host's RESET ROLE, to the same effect.)
-    let (claim_due, claim_one, done, failed) =
-        try_join4(Prepared::on(conn, CLAIM), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, MARK_DONE), Prepared::on(conn, MARK_FAILED)).await?;
-    let statements = Statements { done, failed };
+    let (claim_due, claim_one, unclaim, failed) =
+        try_join4(Prepared::on(conn, CLAIM), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, UNCLAIM), Prepared::on(conn, MARK_FAILED)).await?;
+    let statements = Statements { failed };
     let limit = options.batch as i64;
+    // The jobs are marked done by the plugins loaded now, and run on them: a reload
+    // during the batch takes effect with the next one.
+    let registry = context.loaded.load_full();
+    let digest = |task: &str| registry.get(task).map(|p| p.digest.clone()).unwrap_or_default();
     let claimed = async {
         match claim {
-            Claim::Due(tasks) => claim_due.rows(conn, &[&tasks, &limit]).await,
-            Claim::One((task, slot, key)) => claim_one.rows(conn, &[task, slot, key]).await,
+            Claim::Due(tasks) => {
+                let digests: Vec<String> = tasks.iter().map(|t| digest(t)).collect();
+                claim_due.rows(conn, &[&tasks, &limit, &digests]).await
+            }
+            Claim::One((task, slot, key)) => claim_one.rows(conn, &[task, slot, key, &digest(task)]).await,
         }
     };
     let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), claimed, conn.batch_execute("SAVEPOINT job")).await?;
     outcome.claimed = rows.len();
-    let rows: Vec<Claimed> = rows.iter().map(Claimed::from).collect();
+    let mut rows: Vec<Claimed> = rows.iter().map(Claimed::from).collect();
+    // In the claim's order (an UPDATE returns its rows in no particular order).
+    rows.sort_by(|a, b| (a.run_after, a.slot, &a.task, &a.key).cmp(&(b.run_after, b.slot, &b.task, &b.key)));
     // A job a crash marked runs alone: in a batch of several it waits for its own.
     let (rows, alone): (Vec<Claimed>, Vec<Claimed>) = if rows.len() > 1 { rows.into_iter().partition(|r| r.crashes == 0) } else { (rows, Vec::new()) };
+    // The claim marked them done: pending again, as they were, for their own claim.
+    for row in &alone {
+        unclaim.exec(conn, &[&row.task, &row.slot, &row.key, &row.last_error, &row.digest]).await?;
+    }
     outcome.alone = alone.into_iter().map(|r| (r.task, r.slot, r.key)).collect();
     if !rows.is_empty() {
         let held = rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
@@ -279,11 +289,9 @@ pub async fn run_batch(
         let follow = if i + 1 == rows.len() { Follow::Commit } else { Follow::Savepoint };
         // Each job runs on the version loaded when it starts, and finishes on it even if a
         // reload swaps in another meanwhile.
-        let Some(plugin) = context.loaded.load().get(&row.task).cloned() else {
-            // Not ours after all: leave it pending for a host that has the plugin.
-            if follow == Follow::Commit {
-                conn.batch_execute("COMMIT").await?;
-            }
+        let Some(plugin) = registry.get(&row.task).cloned() else {
+            // Not ours after all: pending again, as it was, for a host that has the plugin.
+            try_join(unclaim.exec(conn, &[&row.task, &row.slot, &row.key, &row.last_error, &row.digest]), conn.batch_execute(follow.sql())).await?;
             continue;
         };
         let job = Job {
@@ -313,10 +321,14 @@ struct Claimed {
     task: String,
     slot: DateTime<Utc>,
     key: String,
+    /// Attempts before this one.
     attempts: i32,
     payload: Option<String>,
     crashes: i32,
+    /// As they were before the claim marked the job done.
     last_error: Option<String>,
+    digest: Option<String>,
+    run_after: DateTime<Utc>,
 }
 
 impl From<&tokio_postgres::Row> for Claimed {
@@ -329,6 +341,8 @@ impl From<&tokio_postgres::Row> for Claimed {
             payload: row.get(4),
             crashes: row.get(5),
             last_error: row.get(6),
+            digest: row.get(7),
+            run_after: row.get(8),
         }
     }
 }
@@ -348,6 +362,13 @@ impl Follow {
             Follow::Savepoint => "SAVEPOINT job",
             Follow::Commit => "COMMIT",
         }
+    }
+
+    /// [`END_CALL`], then this, in one message.
+    fn after_call(self) -> &'static str {
+        static AFTER: std::sync::LazyLock<[String; 2]> =
+            std::sync::LazyLock::new(|| [Follow::Savepoint, Follow::Commit].map(|f| format!("{END_CALL}; {}", f.sql())));
+        &AFTER[self as usize]
     }
 }
 
@@ -397,7 +418,6 @@ async fn record_failure(
 
 /// The host's own per-job statements, prepared on this connection.
 struct Statements {
-    done: Prepared,
     failed: Prepared,
 }
 
@@ -408,8 +428,8 @@ struct JobRun {
     cancelled: bool,
 }
 
-/// Run one claimed job in the open savepoint, record the result and send `follow`
-/// (the next SAVEPOINT, or COMMIT) in the same round trip.
+/// Run one claimed job in the open savepoint and send `follow` (the next SAVEPOINT, or
+/// COMMIT): its done mark is the claim's. A failure is recorded in the same round trip.
 async fn run_job(
     conn: &Arc<Object>,
     statements: &Statements,
@@ -426,14 +446,13 @@ async fn run_job(
     let cancelled = called.ending.cancel_sent;
     match called.result {
         Ok(()) => {
-            // The plugin's role and settings must not outlive its call.
-            let release = if called.ending.role_used { END_AND_RELEASE.as_str() } else { "RELEASE SAVEPOINT job" };
-            try_join3(
-                conn.batch_execute(release),
-                statements.done.exec(conn, &[task, &slot, key, &plugin.digest]),
-                conn.batch_execute(follow.sql()),
-            )
-            .await?;
+            // The plugin's role and settings must not outlive its call. The savepoint is
+            // not released: the next one nests in it, and COMMIT ends them all (a released
+            // subtransaction stays in the backend's subtransaction cache until then anyway).
+            match called.ending.role_used {
+                true => conn.batch_execute(follow.after_call()).await?,
+                false => conn.batch_execute(follow.sql()).await?,
+            }
             tracing::debug!(?elapsed, "job done");
             Ok(JobRun { end: JobEnd::Done, elapsed, cancelled })
         }

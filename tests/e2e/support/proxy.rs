@@ -24,10 +24,12 @@ pub enum Cut {
 const SSL_REQUEST: u32 = 80_877_103;
 const GSSENC_REQUEST: u32 = 80_877_104;
 
-/// The executor's done mark (host/src/executor/mark_done.sql). The first COMMIT
-/// after a connection executes it is that job's; the scheduler's and idle workers'
-/// COMMITs are not preceded by it.
+/// The executor's claim, which marks the jobs it claims done (host/src/executor/claim.sql).
+/// The first COMMIT after a connection executed it and then set a plugin's role (the
+/// job's first statement) is that job's; the scheduler's and idle workers' COMMITs are
+/// not preceded by both.
 const MARK_DONE: &[u8] = b"SET status = 'done'";
+const SET_ROLE: &[u8] = b"SET LOCAL ROLE";
 
 /// A NUL-terminated string at the start of `bytes`.
 fn cstr(bytes: &[u8]) -> &[u8] {
@@ -101,9 +103,11 @@ async fn relay(client: TcpStream, state: Arc<State>) {
     let down = tokio::spawn(downstream(from_server, to_client, cut.clone(), stopped_tx));
     let mut buf = Vec::with_capacity(16 * 1024);
     let mut startup = true;
-    // The name the done mark was prepared under on this connection, and whether it
-    // has been executed since.
-    let mut mark_done: Option<Vec<u8>> = None;
+    // The names the claims (claim.sql, claim_one.sql) were prepared under on this
+    // connection, whether one has been executed in this transaction, and whether a
+    // plugin's role was set since.
+    let mut mark_done: Vec<Vec<u8>> = Vec::new();
+    let mut claimed = false;
     let mut armed = false;
     let commit = 'relay: loop {
         while let Some(len) = message_len(&buf, startup) {
@@ -113,21 +117,20 @@ async fn relay(client: TcpStream, state: Arc<State>) {
                 startup = code == SSL_REQUEST || code == GSSENC_REQUEST;
             } else if message[0] == b'P' && message.windows(MARK_DONE.len()).any(|w| w == MARK_DONE) {
                 // Parse: statement name, then the query.
-                mark_done = Some(cstr(&message[5..]).to_vec());
+                mark_done.push(cstr(&message[5..]).to_vec());
             } else if message[0] == b'B' && !armed {
                 // Bind: portal name, then statement name.
                 let portal = cstr(&message[5..]);
                 let statement = cstr(&message[5 + portal.len() + 1..]);
-                if mark_done.as_deref() == Some(statement) {
-                    armed = true;
-                    state.armed.fetch_add(1, Ordering::SeqCst);
+                claimed |= mark_done.iter().any(|name| name == statement);
+            } else if message[0] == b'Q' && message[5..].starts_with(SET_ROLE) && claimed && !armed {
+                armed = true;
+                state.armed.fetch_add(1, Ordering::SeqCst);
+            } else if message[0] == b'Q' && message.ends_with(b"COMMIT\0") {
+                if armed && state.fired.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+                    break 'relay Some(message);
                 }
-            } else if armed
-                && message[0] == b'Q'
-                && &message[5..] == b"COMMIT\0"
-                && state.fired.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok()
-            {
-                break 'relay Some(message);
+                (claimed, armed) = (false, false);
             }
             if to_server.write_all(&message).await.is_err() {
                 break 'relay None;

@@ -1,4 +1,4 @@
--- In the job's own transaction, after its savepoint was released.
+-- The floor's done mark, in the job's own transaction after its work.
 UPDATE ONLY almanac.jobs
 SET status = 'done', attempts = attempts + 1, completed_at = now(),
     plugin_digest = $4, last_error = NULL
