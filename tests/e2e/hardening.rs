@@ -43,6 +43,17 @@ async fn wait_settled(db: &TestDb, task: &str, n: i64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sql_in_text_and_role_escapes_change_nothing() {
+    role_escapes("1").await;
+}
+
+/// The same attacks in one batch: a task's jobs follow one another under one SET LOCAL
+/// ROLE, and still no job's session settings reach the next.
+#[tokio::test(flavor = "multi_thread")]
+async fn sql_in_text_and_role_escapes_change_nothing_in_one_batch() {
+    role_escapes("32").await;
+}
+
+async fn role_escapes(batch: &str) {
     let db = TestDb::new().await;
     db.accounts(3).await;
     // The user's own functions, in the schema the plugin declares a table in (allowed
@@ -89,7 +100,7 @@ async fn sql_in_text_and_role_escapes_change_nothing() {
     enqueue_attacks(&db, &attacks).await;
     db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
     let plugins = plugin_dir(&["daily_points", "fixture_attacker"]);
-    let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "1"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "1", "--batch", batch]);
     wait_settled(&db, "fixture-attacker", attacks.len() as i64).await;
     wait_settled(&db, "daily-points", 3).await;
     host.stop().await;

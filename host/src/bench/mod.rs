@@ -31,7 +31,6 @@ use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::cluster::{Cluster, Settings};
 use crate::{executor, host, plugin};
 
-const CLAIM: &str = include_str!("../executor/claim.sql");
 const FLOOR_CLAIM: &str = include_str!("floor_claim.sql");
 const FLOOR_DONE: &str = include_str!("floor_done.sql");
 const LEDGER: &str = include_str!("ledger.sql");
@@ -410,7 +409,7 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     let tasks = vec![TASK.to_owned()];
     let digests = vec!["bench".to_owned()];
     let plan: Vec<String> = client
-        .query(&format!("EXPLAIN {CLAIM}"), &[&tasks, &1i64, &digests])
+        .query(&format!("EXPLAIN {}", executor::claim_sql(1)), &[&tasks, &digests])
         .await?
         .iter()
         .map(|r| r.get::<_, String>(0))
@@ -419,12 +418,12 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     if !plan.contains("jobs_pending") {
         bail!("the claim does not use the partial index jobs_pending:\n{plan}");
     }
-    let claim = client.prepare(CLAIM).await?;
+    let claim = client.prepare(executor::claim_sql(1)).await?;
     let mut samples = Vec::with_capacity(options.claim_samples);
     for _ in 0..options.claim_samples {
         client.batch_execute("BEGIN").await?;
         let started = Instant::now();
-        let rows = client.query(&claim, &[&tasks, &1i64, &digests]).await?;
+        let rows = client.query(&claim, &[&tasks, &digests]).await?;
         samples.push(started.elapsed().as_secs_f64() * 1e3);
         ensure!(rows.len() == 1, "claim returned {} rows", rows.len());
         client.batch_execute("ROLLBACK").await?;

@@ -27,6 +27,19 @@ pub mod claims;
 pub mod operate;
 
 const CLAIM: &str = include_str!("claim.sql");
+
+/// The claim for `batch` jobs at a time (claim.sql, its size written in): one text per
+/// batch size, kept for the life of the process, as prepared statements want.
+pub fn claim_sql(batch: usize) -> &'static str {
+    static TEXTS: std::sync::Mutex<Vec<(usize, &'static str)>> = std::sync::Mutex::new(Vec::new());
+    let mut texts = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, sql)) = texts.iter().find(|(n, _)| *n == batch) {
+        return sql;
+    }
+    let sql: &'static str = Box::leak(CLAIM.replace("{batch}", &batch.to_string()).into_boxed_str());
+    texts.push((batch, sql));
+    sql
+}
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
 const CLAIM_ONE: &str = include_str!("claim_one.sql");
 const UNCLAIM: &str = include_str!("unclaim.sql");
@@ -250,9 +263,8 @@ pub async fn run_batch(
     // the time, and a plugin's role may not even look into schema almanac. (Through a
     // pooler each is sent unnamed after the host's RESET ROLE, to the same effect.)
     let (claim_due, claim_one, unclaim, failed) =
-        try_join4(Prepared::on(conn, CLAIM), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, UNCLAIM), Prepared::on(conn, MARK_FAILED)).await?;
+        try_join4(Prepared::on(conn, claim_sql(options.batch)), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, UNCLAIM), Prepared::on(conn, MARK_FAILED)).await?;
     let statements = Statements { failed };
-    let limit = options.batch as i64;
     // The jobs are marked done by the plugins loaded now, and run on them: a reload
     // during the batch takes effect with the next one.
     let registry = context.loaded.load_full();
@@ -261,7 +273,7 @@ pub async fn run_batch(
         match claim {
             Claim::Due(tasks) => {
                 let digests: Vec<String> = tasks.iter().map(|t| digest(t)).collect();
-                claim_due.rows(conn, &[&tasks, &limit, &digests]).await
+                claim_due.rows(conn, &[&tasks, &digests]).await
             }
             Claim::One((task, slot, key)) => claim_one.rows(conn, &[task, slot, key, &digest(task)]).await,
         }
@@ -284,13 +296,22 @@ pub async fn run_batch(
             return Err(BatchError::ConnectionLost(e.to_string()));
         }
     }
-    // Invariant at the top of the loop: a savepoint "job" is open and unused.
+    // Invariant at the top of the loop: a savepoint "job" is open and unused, and the
+    // role is the host's, or (`role_set`) the plugin's of this job's task.
+    let mut role_set = false;
     for (i, row) in rows.iter().enumerate() {
-        let follow = if i + 1 == rows.len() { Follow::Commit } else { Follow::Savepoint };
+        let follow = match rows.get(i + 1) {
+            None => Follow::Commit,
+            Some(next) if next.task == row.task => Follow::SavepointSameTask,
+            Some(_) => Follow::Savepoint,
+        };
         // Each job runs on the version loaded when it starts, and finishes on it even if a
         // reload swaps in another meanwhile.
         let Some(plugin) = registry.get(&row.task).cloned() else {
             // Not ours after all: pending again, as it was, for a host that has the plugin.
+            if std::mem::take(&mut role_set) {
+                conn.batch_execute(END_CALL).await?;
+            }
             try_join(unclaim.exec(conn, &[&row.task, &row.slot, &row.key, &row.last_error, &row.digest]), conn.batch_execute(follow.sql())).await?;
             continue;
         };
@@ -305,8 +326,9 @@ pub async fn run_batch(
         let run = if row.crashes >= options.poison_after {
             poisoned(conn, &statements, &plugin, row, follow).instrument(span).await?
         } else {
-            run_job(conn, &statements, &plugin, &job, row.slot, options, follow).instrument(span).await?
+            run_job(conn, &statements, &plugin, &job, row.slot, options, (role_set, follow)).instrument(span).await?
         };
+        role_set = run.role_set;
         outcome.retire_connection |= run.cancelled;
         outcome.jobs.push((row.task.clone(), run.end, run.elapsed));
     }
@@ -347,11 +369,14 @@ impl From<&tokio_postgres::Row> for Claimed {
     }
 }
 
-/// What follows a job's record in the same round trip.
+/// What follows a job in the same round trip.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Follow {
-    /// The next job's savepoint.
+    /// The next job's savepoint; the next job is another task's.
     Savepoint,
+    /// The next job's savepoint; the next job is the same task's, so its plugin's role
+    /// may stay set: one SET LOCAL ROLE for a run of jobs instead of a switch per job.
+    SavepointSameTask,
     /// The batch's end.
     Commit,
 }
@@ -359,18 +384,31 @@ enum Follow {
 impl Follow {
     fn sql(self) -> &'static str {
         match self {
-            Follow::Savepoint => "SAVEPOINT job",
+            Follow::Savepoint | Follow::SavepointSameTask => "SAVEPOINT job",
             Follow::Commit => "COMMIT",
         }
     }
 
-    /// [`END_CALL`], then this, in one message.
+    /// What follows a successful call that left its plugin's role set: [`END_CALL`]
+    /// when another task's job follows; else only RESET ALL (a function the plugin may
+    /// call can change session settings, which must not reach the next job or outlive
+    /// the transaction), as the role stays for the same task's next job and a SET LOCAL
+    /// ROLE ends with the transaction anyway.
     fn after_call(self) -> &'static str {
-        static AFTER: std::sync::LazyLock<[String; 2]> =
-            std::sync::LazyLock::new(|| [Follow::Savepoint, Follow::Commit].map(|f| format!("{END_CALL}; {}", f.sql())));
-        &AFTER[self as usize]
+        match self {
+            Follow::Savepoint => {
+                static NEXT_TASK: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("{END_CALL}; SAVEPOINT job"));
+                &NEXT_TASK
+            }
+            Follow::SavepointSameTask => "RESET ALL; SAVEPOINT job",
+            Follow::Commit => "RESET ALL; COMMIT",
+        }
     }
 }
+
+/// Rolls a failed job back to its savepoint, and the role to the host's: a role its
+/// task's previous job left set was set before the savepoint, so the rollback keeps it.
+static ROLLBACK_JOB: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("ROLLBACK TO SAVEPOINT job; {END_CALL}"));
 
 /// Fail a job that its hosts kept dying on, without running it again.
 async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::plugin::Plugin, row: &Claimed, follow: Follow) -> Result<JobRun, BatchError> {
@@ -385,7 +423,7 @@ async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::p
     let failure = Failure { message: &message, give_up: true, delay: Duration::ZERO, digest: &plugin.digest };
     record_failure(conn, statements, (&row.task, row.slot, &row.key), failure, follow).await?;
     tracing::error!(error = %message, "job failed for good");
-    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
+    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false, role_set: false })
 }
 
 /// A failed attempt as recorded.
@@ -397,7 +435,7 @@ struct Failure<'a> {
     digest: &'a str,
 }
 
-/// Roll the job's savepoint back (its writes and its SET LOCAL ROLE together), record the
+/// Roll the job's savepoint back (its writes and the plugin's role together), record the
 /// failed attempt and send `follow`, in one round trip.
 async fn record_failure(
     conn: &Arc<Object>,
@@ -408,7 +446,7 @@ async fn record_failure(
 ) -> Result<(), BatchError> {
     let Failure { message, give_up, delay, digest } = failure;
     try_join3(
-        conn.batch_execute("ROLLBACK TO SAVEPOINT job"),
+        conn.batch_execute(&ROLLBACK_JOB),
         statements.failed.exec(conn, &[&task, &slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest]),
         conn.batch_execute(follow.sql()),
     )
@@ -421,15 +459,18 @@ struct Statements {
     failed: Prepared,
 }
 
-/// How one job ended, and whether its connection carried a cancel request.
+/// How one job ended, whether its connection carried a cancel request, and whether its
+/// plugin's role is still set (for the same task's next job).
 struct JobRun {
     end: JobEnd,
     elapsed: Duration,
     cancelled: bool,
+    role_set: bool,
 }
 
-/// Run one claimed job in the open savepoint and send `follow` (the next SAVEPOINT, or
-/// COMMIT): its done mark is the claim's. A failure is recorded in the same round trip.
+/// Run one claimed job in the open savepoint (`role_set`: with its plugin's role set
+/// already) and send `follow` (the next SAVEPOINT, or COMMIT): its done mark is the
+/// claim's. A failure is recorded in the same round trip.
 async fn run_job(
     conn: &Arc<Object>,
     statements: &Statements,
@@ -437,24 +478,25 @@ async fn run_job(
     job: &Job,
     slot: DateTime<Utc>,
     options: &Options,
-    follow: Follow,
+    (role_set, follow): (bool, Follow),
 ) -> Result<JobRun, BatchError> {
     let (task, key) = (&job.task, &job.key);
     let started = std::time::Instant::now();
-    let called = plugin.run(conn, job).await;
+    let called = plugin.run(conn, job, role_set).await;
     let elapsed = started.elapsed();
     let cancelled = called.ending.cancel_sent;
     match called.result {
         Ok(()) => {
-            // The plugin's role and settings must not outlive its call. The savepoint is
-            // not released: the next one nests in it, and COMMIT ends them all (a released
+            // The plugin's role must not outlive its task's jobs. The savepoint is not
+            // released: the next one nests in it, and COMMIT ends them all (a released
             // subtransaction stays in the backend's subtransaction cache until then anyway).
             match called.ending.role_used {
                 true => conn.batch_execute(follow.after_call()).await?,
                 false => conn.batch_execute(follow.sql()).await?,
             }
             tracing::debug!(?elapsed, "job done");
-            Ok(JobRun { end: JobEnd::Done, elapsed, cancelled })
+            let role_set = called.ending.role_used && follow == Follow::SavepointSameTask;
+            Ok(JobRun { end: JobEnd::Done, elapsed, cancelled, role_set })
         }
         Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
         Err(e) => {
@@ -469,7 +511,7 @@ async fn run_job(
                 tracing::info!(error = %message, retry_in = ?delay, "job attempt failed");
             }
             let end = if give_up { JobEnd::Failed } else { JobEnd::Retried };
-            Ok(JobRun { end, elapsed, cancelled })
+            Ok(JobRun { end, elapsed, cancelled, role_set: false })
         }
     }
 }

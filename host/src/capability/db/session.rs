@@ -67,7 +67,8 @@ pub struct Ending {
     pub cancel_sent: bool,
     /// The connection can no longer be trusted (lost, or a cancel went unanswered).
     pub broken: bool,
-    /// The plugin's role was set in this call: [`END_CALL`] must follow a success.
+    /// The plugin's role is current at the end of this call (set in it, or before it):
+    /// [`END_CALL`] must come before the host's own statements or another plugin's call.
     pub role_used: bool,
 }
 
@@ -157,6 +158,12 @@ impl Session {
     pub fn traced(mut self) -> Self {
         self.trace = Some(Vec::new());
         self
+    }
+
+    /// The plugin's role is current already: set by its previous job in this
+    /// transaction, which ended without [`END_CALL`].
+    pub fn role_is_set(&mut self) {
+        self.ending.role_used = true;
     }
 
     /// The statements kept so far, and how many more were sent.
