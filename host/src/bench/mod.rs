@@ -36,6 +36,7 @@ const FLOOR_DONE: &str = include_str!("floor_done.sql");
 const LEDGER: &str = include_str!("ledger.sql");
 const POINTS: &str = include_str!("points.sql");
 const RESET: &str = include_str!("reset.sql");
+const PLAIN_GENERATION: &str = include_str!("plain_generation.sql");
 const TASK: &str = "daily-points";
 
 /// What to measure, and how much.
@@ -96,6 +97,8 @@ pub struct Report {
     pub generation_keys: i64,
     pub generation_seconds: f64,
     pub generation_peak_rss_mb: f64,
+    /// The same rows by a plain `INSERT ... SELECT` from the accounts, in the same run.
+    pub generation_plain_seconds: f64,
     pub claim_depth: i64,
     pub claim_p50_ms: f64,
     pub claim_p99_ms: f64,
@@ -144,7 +147,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     let plugin_overhead_us = overhead(&plugin, options.overhead_calls).await?;
     let (policy_parse_us, policy_cached_us) = statement_policy(options.overhead_calls * 10).await?;
     let observe_us = observe(&host.loaded, options.overhead_calls * 100);
-    let (generation_seconds, generation_peak_rss_mb) = generation(&cluster, &options, plugins.path()).await?;
+    let (generation_seconds, generation_peak_rss_mb, generation_plain_seconds) = generation(&cluster, &options, plugins.path()).await?;
     let (claim_p50_ms, claim_p99_ms, claim_plan) = claim_at_depth(&cluster, &options).await?;
     let enqueue = match (options.enqueue, &plugin.spec.schedule) {
         (Some((many, single)), Some(schedule)) => {
@@ -172,6 +175,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         generation_keys: options.generate,
         generation_seconds,
         generation_peak_rss_mb,
+        generation_plain_seconds,
         claim_depth: options.generate,
         claim_p50_ms,
         claim_p99_ms,
@@ -359,7 +363,7 @@ async fn seed_accounts(url: &str, n: i64) -> anyhow::Result<()> {
 }
 
 /// `almanac backfill` of one slot with `options.generate` keys, in a child process.
-async fn generation(cluster: &Cluster, options: &Options, plugins: &Path) -> anyhow::Result<(f64, f64)> {
+async fn generation(cluster: &Cluster, options: &Options, plugins: &Path) -> anyhow::Result<(f64, f64, f64)> {
     let url = fresh_database(cluster, "almanac_bench_depth").await?;
     seed_accounts(&url, options.generate).await?;
     let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
@@ -387,7 +391,13 @@ async fn generation(cluster: &Cluster, options: &Options, plugins: &Path) -> any
     ensure!(status == 0, "the generation child failed (status {status})");
     let jobs: i64 = client.query_one("SELECT count(*) FROM almanac.jobs", &[]).await?.get(0);
     ensure!(jobs == options.generate, "generated {jobs} jobs, expected {}", options.generate);
-    Ok((seconds, peak_kb as f64 / 1024.0))
+    // The baseline: the same rows for the next slot, straight from the accounts.
+    let started = Instant::now();
+    let plain = client.execute(PLAIN_GENERATION, &[]).await?;
+    let plain_seconds = started.elapsed().as_secs_f64();
+    ensure!(plain == options.generate as u64, "the plain INSERT made {plain} rows");
+    client.execute("DELETE FROM almanac.jobs WHERE slot = '2026-03-09T16:00:00Z'", &[]).await?;
+    Ok((seconds, peak_kb as f64 / 1024.0, plain_seconds))
 }
 
 /// Claim latency with the generated slot pending and as many done rows beside it.

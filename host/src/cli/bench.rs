@@ -76,22 +76,27 @@ fn render(r: &Report) -> String {
     let settings: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
     out.push_str(&format!("private PostgreSQL: {}\n", settings.join(" ")));
     out.push_str(&format!("workload: {} accounts, one daily-points job each, --workers {}\n\n", r.accounts, r.workers));
+    // CPU seconds for the same jobs: PostgreSQL's under each, and the floor's client
+    // against Almanac's host (sandbox, policy, roles and all).
     out.push_str(&format!(
-        "{:<7} {:>12} {:>14} {:>8} {:>10} {:>10} {:>9} {:>16}\n",
-        "BATCH", "FLOOR job/s", "ALMANAC job/s", "RATIO", "HOST CPU", "PG CPU", "HOST/PG", "FLOOR CLIENT CPU"
+        "{:<7} {:>12} {:>14} {:>7} {:>13} {:>15} {:>7} {:>16} {:>14} {:>7}\n",
+        "BATCH", "FLOOR job/s", "ALMANAC job/s", "RATIO", "FLOOR PG CPU", "ALMANAC PG CPU", "RATIO", "FLOOR CLIENT CPU", "ALMANAC HOST", "RATIO"
     ));
     for (f, a) in r.floor.iter().zip(&r.almanac) {
         let (host, pg) = (a.host_cpu_seconds.unwrap_or(0.0), a.postgres_cpu_seconds.unwrap_or(0.0));
+        let (client, floor_pg) = (f.host_cpu_seconds.unwrap_or(0.0), f.postgres_cpu_seconds.unwrap_or(0.0));
         out.push_str(&format!(
-            "{:<7} {:>12.0} {:>14.0} {:>8.2} {:>9.2}s {:>9.2}s {:>8.0}% {:>15.2}s\n",
+            "{:<7} {:>12.0} {:>14.0} {:>7.2} {:>12.2}s {:>14.2}s {:>7.2} {:>15.2}s {:>13.2}s {:>7.2}\n",
             f.batch,
             f.jobs_per_second,
             a.jobs_per_second,
             a.jobs_per_second / f.jobs_per_second,
-            host,
+            floor_pg,
             pg,
-            100.0 * host / pg.max(1e-9),
-            f.host_cpu_seconds.unwrap_or(0.0)
+            pg / floor_pg.max(1e-9),
+            client,
+            host,
+            host / client.max(1e-9)
         ));
     }
     if let Some(e) = &r.enqueue {
@@ -121,8 +126,12 @@ fn render(r: &Report) -> String {
         r.observe_us
     ));
     out.push_str(&format!(
-        "generation: {} jobs for one slot in {:.2} s, peak host RSS {:.0} MB\n",
-        r.generation_keys, r.generation_seconds, r.generation_peak_rss_mb
+        "generation: {} jobs for one slot in {:.2} s (a plain INSERT ... SELECT of the same rows: {:.2} s, ratio {:.2}), peak host RSS {:.0} MB\n",
+        r.generation_keys,
+        r.generation_seconds,
+        r.generation_plain_seconds,
+        r.generation_plain_seconds / r.generation_seconds.max(1e-9),
+        r.generation_peak_rss_mb
     ));
     out.push_str(&format!(
         "claim at depth ({} pending + {} done): p50 {:.3} ms, p99 {:.3} ms; plan:\n",
@@ -137,7 +146,6 @@ fn render(r: &Report) -> String {
         let a = r.almanac.iter().find(|x| x.batch == b)?;
         Some(a.jobs_per_second / f.jobs_per_second)
     };
-    let speed = |b: usize| r.almanac.iter().find(|x| x.batch == b).map(|x| x.jobs_per_second);
     let mut target = |name: String, ok: Option<bool>| {
         let verdict = match ok {
             Some(true) => "met",
@@ -146,18 +154,32 @@ fn render(r: &Report) -> String {
         };
         out.push_str(&format!("  {verdict:<12} {name}\n"));
     };
-    target(format!("almanac batch 1 >= 0.85 x floor batch 1 ({:.2})", ratio(1).unwrap_or(f64::NAN)), ratio(1).map(|x| x >= 0.85));
-    target(format!("almanac batch 32 >= 0.85 x floor batch 32 ({:.2})", ratio(32).unwrap_or(f64::NAN)), ratio(32).map(|x| x >= 0.85));
-    let gain = speed(32).zip(speed(1)).map(|(a, b)| a / b);
-    target(format!("almanac batch 32 >= 4 x almanac batch 1 ({:.2}x)", gain.unwrap_or(f64::NAN)), gain.map(|g| g >= 4.0));
+    // Per batch size: throughput, PostgreSQL's CPU and the host's CPU against the floor's.
+    let cpu = |b: usize, of: fn(&bench::Run) -> Option<f64>| {
+        let f = r.floor.iter().find(|x| x.batch == b).and_then(of)?;
+        let a = r.almanac.iter().find(|x| x.batch == b).and_then(of)?;
+        Some(a / f.max(1e-9))
+    };
+    for b in [1, 32] {
+        target(format!("almanac batch {b} >= 1.0 x floor batch {b} ({:.2})", ratio(b).unwrap_or(f64::NAN)), ratio(b).map(|x| x >= 1.0));
+        let pg = cpu(b, |x| x.postgres_cpu_seconds);
+        target(format!("PostgreSQL CPU per job at batch {b} <= the floor's ({:.2}x)", pg.unwrap_or(f64::NAN)), pg.map(|x| x <= 1.0));
+        let host = cpu(b, |x| x.host_cpu_seconds);
+        target(format!("host CPU per job at batch {b} <= the floor client's ({:.2}x)", host.unwrap_or(f64::NAN)), host.map(|x| x <= 1.0));
+    }
+    let best = r.almanac.iter().max_by(|a, b| a.jobs_per_second.total_cmp(&b.jobs_per_second));
+    target(
+        format!("best setting >= 7,000 jobs/s ({:.0} at --batch {})", best.map_or(0.0, |b| b.jobs_per_second), best.map_or(0, |b| b.batch)),
+        best.map(|b| b.jobs_per_second >= 7000.0),
+    );
     target(format!("plugin overhead <= 30 µs ({:.1})", r.plugin_overhead_us), Some(r.plugin_overhead_us <= 30.0));
-    let cpu = r.almanac.iter().map(|a| a.host_cpu_seconds.unwrap_or(0.0) / a.postgres_cpu_seconds.unwrap_or(1e-9).max(1e-9)).fold(0.0, f64::max);
-    target(format!("host CPU <= 25% of PostgreSQL's (worst batch: {:.0}%)", cpu * 100.0), Some(cpu <= 0.25));
     let million = r.generation_keys >= 1_000_000;
     target(
         format!("1,000,000 jobs generated in <= 10 s ({:.2} s) with peak RSS <= 200 MB ({:.0} MB)", r.generation_seconds, r.generation_peak_rss_mb),
         million.then_some(r.generation_seconds <= 10.0 && r.generation_peak_rss_mb <= 200.0),
     );
+    let speed = r.generation_plain_seconds / r.generation_seconds.max(1e-9);
+    target(format!("1,000,000 jobs generated at >= 0.5 x a plain INSERT ... SELECT ({speed:.2})"), million.then_some(speed >= 0.5));
     target(format!("claim p99 <= 2 ms at depth ({:.3} ms)", r.claim_p99_ms), million.then_some(r.claim_p99_ms <= 2.0));
     out
 }
