@@ -26,6 +26,9 @@ const QUIET: Duration = Duration::from_millis(250);
 /// How often the folder is read when it cannot be watched, and how soon a reload that
 /// failed because the database was away is tried again.
 const RETRY: Duration = Duration::from_secs(2);
+/// How often a host that refused a file for disagreeing with its task's stored schedule
+/// looks whether the schedule changed (one small query).
+const FOLLOW_APPLY: Duration = Duration::from_secs(5);
 /// Key of the advisory lock plugin setup SQL runs under.
 const SETUP_LOCK: i64 = 0x616c_6d61_6e61_64;
 
@@ -60,6 +63,10 @@ pub struct Folder {
     /// Files refused for good, with the digest refused: not tried (or reported) again
     /// until their content changes.
     refused: HashMap<PathBuf, String>,
+    /// Of those, files that disagree with their task's stored schedule, with the task and
+    /// the revision they disagree with: tried again when it changes (an `almanac apply`
+    /// may have made them agree).
+    disagreeing: HashMap<PathBuf, (String, i64)>,
     /// Register each task's schedule (a serving host does; `backfill` does not, so that
     /// a backfill, failed or not, leaves no schedule behind that no host runs).
     pub register_schedules: bool,
@@ -67,7 +74,7 @@ pub struct Folder {
 
 impl Folder {
     pub fn new(runtime: Arc<Runtime>, dir: PathBuf, config: Option<Config>, metrics: Arc<Metrics>) -> Folder {
-        Folder { runtime, dir, config, metrics, loaded: Arc::default(), refused: HashMap::new(), register_schedules: true }
+        Folder { runtime, dir, config, metrics, loaded: Arc::default(), refused: HashMap::new(), disagreeing: HashMap::new(), register_schedules: true }
     }
 
     /// The configuration file the folder's plugins are adjusted by, if any.
@@ -91,6 +98,7 @@ impl Folder {
                 Ok(file) if old.is_some_and(|p| p.digest == file.digest) => old.cloned(),
                 Ok(file) if self.refused.get(path) == Some(&file.digest) => old.cloned(),
                 Ok(file) => {
+                    self.disagreeing.remove(path);
                     let digest = file.digest.clone();
                     match self.admit(conn, file, &next).await {
                         Ok(plugin) => {
@@ -106,6 +114,9 @@ impl Folder {
                             // away) is tried again on the next scan.
                             if !matches!(refusal, Refusal::Setup { .. }) {
                                 self.refused.insert(path.clone(), digest);
+                            }
+                            if let Refusal::Disagrees { source, .. } = &refusal {
+                                self.disagreeing.insert(path.clone(), (source.task.clone(), source.revision));
                             }
                             self.report_refused(&refusal, old);
                             refusals.push(refusal);
@@ -133,6 +144,8 @@ impl Folder {
             }
         }
         self.refused.retain(|path, _| files.contains(path));
+        let refused = &self.refused;
+        self.disagreeing.retain(|path, _| refused.contains_key(path));
         if changed {
             self.loaded.store(Arc::new(next));
         }
@@ -168,6 +181,20 @@ impl Folder {
         Ok(plugin)
     }
 
+    /// Un-refuse the files whose task's stored schedule changed since they disagreed
+    /// with it, so the next scan tries them again (it changes nothing for the others).
+    async fn forget_changed_schedules(&mut self, conn: &Object) -> bool {
+        let tasks: Vec<String> = self.disagreeing.values().map(|(task, _)| task.clone()).collect();
+        let Ok(now) = scheduler::applied::revisions(conn, &tasks).await else { return false };
+        let changed: Vec<PathBuf> = self.disagreeing.iter().filter(|(_, (task, revision))| now.get(task) != Some(revision)).map(|(path, _)| path.clone()).collect();
+        for path in &changed {
+            tracing::info!(file = %path.display(), "the stored schedule this file disagreed with changed: trying it again");
+            self.refused.remove(path);
+            self.disagreeing.remove(path);
+        }
+        !changed.is_empty()
+    }
+
     fn report_refused(&self, refusal: &Refusal, old: Option<&Arc<Plugin>>) {
         self.metrics.record_load_failure();
         match old {
@@ -201,7 +228,11 @@ impl Folder {
         // A file may have changed between the load at start and this watch: read the
         // folder once now, then on every change.
         let mut poll = Some(Duration::ZERO);
+        // Whether the timer's end calls for a scan (a retry, polling without a watcher),
+        // or only for a look at the schedules some files disagreed with.
+        let mut scan_on_timer = true;
         loop {
+            let mut due = scan_on_timer;
             let wait = async {
                 match poll {
                     Some(after) => tokio::time::sleep(after).await,
@@ -216,19 +247,29 @@ impl Folder {
                         return;
                     }
                     while let Ok(Some(())) = tokio::time::timeout(QUIET, changes.recv()).await {}
+                    due = true;
                 }
             }
-            let retry = match crate::db::connect(&pool, &shutdown).await {
-                Ok(mut conn) => match self.scan(&mut conn).await {
-                    Ok(refusals) => refusals.iter().any(Refusal::transient),
-                    Err(e) => {
-                        tracing::error!("plugins folder not read: {e:#}");
-                        true
-                    }
-                },
-                Err(_) => return,
+            let Ok(mut conn) = crate::db::connect(&pool, &shutdown).await else { return };
+            // Woken only to look at the schedules some files disagreed with: scan only if
+            // one changed.
+            let changed = !self.disagreeing.is_empty() && self.forget_changed_schedules(&conn).await;
+            if !(due || changed) {
+                continue;
+            }
+            let retry = match self.scan(&mut conn).await {
+                Ok(refusals) => refusals.iter().any(Refusal::transient),
+                Err(e) => {
+                    tracing::error!("plugins folder not read: {e:#}");
+                    true
+                }
             };
-            poll = if retry { Some(RETRY) } else { fallback };
+            (poll, scan_on_timer) = match (retry, fallback, self.disagreeing.is_empty()) {
+                (true, _, _) => (Some(RETRY), true),
+                (false, Some(every), _) => (Some(every), true),
+                (false, None, false) => (Some(FOLLOW_APPLY), false),
+                (false, None, true) => (None, false),
+            };
         }
     }
 }

@@ -71,6 +71,9 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
     assert_eq!(change.get::<_, Option<String>>(4).as_deref(), Some("faster demo"));
     a.wait_log("schedule changed; this host follows it", Duration::from_secs(30)).await;
     assert!(a.log().contains("action=apply") && a.log().contains("reason=\"faster demo\""), "{}", a.log());
+    // B's file agrees now: B serves the task without a restart.
+    b.wait_log("plugin loaded task=fixture-minutely", Duration::from_secs(30)).await;
+    assert!(b.log().contains("the stored schedule this file disagreed with changed: trying it again"), "{}", b.log());
 
     // The old calendar's last slot covers [from, end): nothing of the new one starts
     // inside it; the new one runs from `end` on.

@@ -28,6 +28,7 @@ const CHANGES_SINCE: &str = include_str!("changes_since.sql");
 const LAST_CHANGE: &str = include_str!("last_change.sql");
 const SLOT_HANDLED: &str = include_str!("slot_handled.sql");
 const ADOPT_SETTINGS: &str = include_str!("adopt_settings.sql");
+const REVISIONS: &str = include_str!("revisions.sql");
 
 /// Slots of the new schedule walked at most to find where it takes over.
 const MAX_WALK: usize = 1_000_000;
@@ -99,6 +100,13 @@ impl Record {
 pub struct Disagreement {
     pub task: String,
     pub message: String,
+    /// The stored schedule's revision it disagrees with.
+    pub revision: i64,
+}
+
+/// The revisions of `tasks`' stored schedules (a task without one is missing).
+pub async fn revisions(client: &impl Sql, tasks: &[String]) -> Result<std::collections::HashMap<String, i64>, tokio_postgres::Error> {
+    Ok(client.rows(REVISIONS, &[&tasks]).await?.iter().map(|r| (r.get(0), r.get(1))).collect())
 }
 
 /// Who is making a change: the command, the machine, the process.
@@ -154,6 +162,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
         };
         return Err(RegisterError::Disagrees(Disagreement {
             task: spec.name.clone(),
+            revision: row.get(4),
             message: format!(
                 "task {:?} is not served here: {source} says {}, but the schedule every host runs by{by} is {}; a host does not change a shared \
                  schedule by starting. To change it for every host: `almanac apply` with this file; or make this file agree",
