@@ -336,3 +336,22 @@ async fn thirty_host_kills_and_two_server_crashes_pay_every_account_exactly_once
         host.stop().await;
     }
 }
+
+/// A batch starts no job after `--batch-time`: the jobs it claimed and did not start go
+/// back pending, as they were (no attempt counted), and the next batch runs them. The
+/// batch's transaction, its locks and VACUUM's horizon stay short.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_past_its_time_puts_back_the_jobs_it_did_not_start() {
+    let db = TestDb::new().await;
+    db.sleeper(0.4).await;
+    let keys: Vec<String> = (1..=4).map(|n| format!("k{n}")).collect();
+    db.enqueue("fixture-sleeper", "2026-03-01T16:00:00Z", &keys.iter().map(String::as_str).collect::<Vec<_>>()).await;
+    let plugins = plugin_dir(&["fixture_sleeper"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "1", "--batch", "4", "--batch-time", "700ms"]);
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 4, Duration::from_secs(60)).await;
+    host.stop().await;
+    // completed_at is the committing transaction's start: two jobs (0.8 s > 0.7 s) per batch.
+    assert_eq!(db.count("SELECT count(DISTINCT completed_at) FROM almanac.jobs").await, 2, "two batches");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE attempts = 1 AND last_error IS NULL").await, 4);
+    assert_eq!(db.count("SELECT sum(runs) FROM fixture_sleeper_effects").await, 4, "each job ran once");
+}

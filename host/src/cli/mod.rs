@@ -169,6 +169,11 @@ struct RunArgs {
     /// Jobs claimed per transaction (1 = one job per transaction).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1000))]
     batch: u16,
+    /// A batch starts no job after running this long: the jobs it claimed and has not
+    /// started go back pending, and it commits. Bounds how long a batch holds its locks
+    /// and the database's oldest-transaction horizon (VACUUM).
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    batch_time: Duration,
     /// Do not apply pending migrations at start.
     #[arg(long)]
     no_migrate: bool,
@@ -263,6 +268,7 @@ impl RunArgs {
             executor: executor::Options {
                 workers: self.workers,
                 batch: usize::from(self.batch),
+                batch_time: self.batch_time,
                 retry_base: self.retry_base,
                 retry_max: self.retry_max,
                 poll_interval: self.poll_interval,

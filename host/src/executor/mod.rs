@@ -51,6 +51,9 @@ pub struct Options {
     pub workers: usize,
     /// Jobs claimed per transaction. Defaults to 1 (one job per transaction).
     pub batch: usize,
+    /// A batch starts no job after running this long; the rest go back pending.
+    /// Defaults to 2 s.
+    pub batch_time: Duration,
     /// First retry delay; doubles per attempt, with jitter. Defaults to 1 s.
     pub retry_base: Duration,
     /// Longest retry delay. Defaults to 1 h.
@@ -70,6 +73,7 @@ impl Default for Options {
         Options {
             workers: 4,
             batch: 1,
+            batch_time: Duration::from_secs(2),
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(3600),
             poll_interval: Duration::from_secs(1),
@@ -299,7 +303,15 @@ pub async fn run_batch(
     // Invariant at the top of the loop: a savepoint "job" is open and unused, and the
     // role is the host's, or (`role_set`) the plugin's of this job's task.
     let mut role_set = false;
+    let started = std::time::Instant::now();
     for (i, row) in rows.iter().enumerate() {
+        if i > 0 && started.elapsed() >= options.batch_time {
+            // Long enough: the jobs not started go back pending for the next claim, so
+            // the transaction (its locks, VACUUM's horizon) stays short.
+            put_back(conn, &unclaim, &rows[i..], role_set).await?;
+            outcome.claimed = i;
+            break;
+        }
         let follow = match rows.get(i + 1) {
             None => Follow::Commit,
             Some(next) if next.task == row.task => Follow::SavepointSameTask,
@@ -336,6 +348,20 @@ pub async fn run_batch(
         conn.batch_execute("COMMIT").await?;
     }
     Ok(outcome)
+}
+
+/// Claimed jobs a batch does not run: pending again, exactly as they were, then COMMIT
+/// (the open savepoint commits with it; a role left set is reset first).
+async fn put_back(conn: &Arc<Object>, unclaim: &Prepared, rows: &[Claimed], role_set: bool) -> Result<(), BatchError> {
+    if role_set {
+        conn.batch_execute(END_CALL).await?;
+    }
+    // Sent together, answered together: one round trip.
+    let params: Vec<[&dyn crate::db::Param; 5]> = rows.iter().map(|r| [&r.task as &dyn crate::db::Param, &r.slot, &r.key, &r.last_error, &r.digest]).collect();
+    futures_util::future::try_join_all(params.iter().map(|p| unclaim.exec(conn, p))).await?;
+    conn.batch_execute("COMMIT").await?;
+    tracing::debug!(jobs = rows.len(), "batch time spent: jobs put back for the next claim");
+    Ok(())
 }
 
 /// One claimed row.
