@@ -63,6 +63,10 @@ async fn a_dry_run_keeps_the_first_thousand_statements_and_counts_the_rest() {
     assert!(out.contains("\n  1000 plugin SELECT $1::int  [999]\n"), "{out}");
     assert!(!out.contains("  1001 plugin"), "{out}");
     assert!(out.contains("  ... and 4000 more statement(s), not shown (a dry run keeps the first 1000)\noutcome: ok"), "{out}");
+    // A statement's parameters: the first 100 shown, the rest counted.
+    let (code, out, err) = crate::support::almanac(&db.url, &["try", "fixture-sql", "--slot", "2026-01-01", "--key", "wide", "--plugins", &file]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("plugin SELECT $1::int  [0, 1, 2,") && out.contains(", 98, 99, … 400 more]\n      -> error: "), "{out}");
     let (code, _, err) = crate::support::almanac(&db.url, &["try", "fixture-sql", "--slot", "2026-01-01", "--key", "many", "--plugins", "/no/such/file.wasm"]);
     assert!(code == 1 && err.contains("/no/such/file.wasm does not exist: give --plugins a folder of components or one .wasm file"), "{err}");
 }

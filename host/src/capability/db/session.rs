@@ -90,13 +90,14 @@ pub struct Session {
     /// Every statement of the call, when asked for (`almanac try`): the first
     /// [`TRACE_KEPT`], then only a count, so a plugin looping until its deadline cannot
     /// grow the host's memory with its statements.
-    trace: Option<Vec<Traced>>,
-    untraced: usize,
+    trace: Option<Trace>,
 }
 
-/// Statements a dry run keeps, and how much of each statement's text.
+/// Statements a dry run keeps, how much of each statement's text, and how many of its
+/// parameters (a call may pass millions within its memory cap).
 pub const TRACE_KEPT: usize = 1000;
 const TRACE_SQL_BYTES: usize = 4096;
+const TRACE_PARAMS: usize = 100;
 
 /// One statement a call sent, as a dry run shows it.
 #[derive(Debug, Clone)]
@@ -151,12 +152,12 @@ impl Session {
         result_budget: usize,
         cancel_tls: crate::db::Tls,
     ) -> Self {
-        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default(), trace: None, untraced: 0 }
+        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default(), trace: None }
     }
 
     /// Keep every statement of this call ([`Session::take_trace`]).
     pub fn traced(mut self) -> Self {
-        self.trace = Some(Vec::new());
+        self.trace = Some(Trace::default());
         self
     }
 
@@ -168,27 +169,35 @@ impl Session {
 
     /// The statements kept so far, and how many more were sent.
     pub fn take_trace(&mut self) -> Trace {
-        Trace { statements: self.trace.as_mut().map(std::mem::take).unwrap_or_default(), untraced: std::mem::take(&mut self.untraced) }
+        self.trace.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
-    fn record<T>(&mut self, who: Who, sql: &str, params: &[Value], started: Instant, result: &wasmtime::Result<Result<T, DbError>>, shown: impl Fn(&T) -> String) {
-        let Some(trace) = &mut self.trace else { return };
-        if trace.len() >= TRACE_KEPT {
-            self.untraced += 1;
-            return;
+    /// A statement about to be sent, as the trace will show it: when tracing and there is
+    /// room (else only counted), before its parameters are handed over.
+    fn note(&mut self, who: Who, sql: &str, params: &[Value]) -> Option<(Traced, Instant)> {
+        let trace = self.trace.as_mut()?;
+        if trace.statements.len() >= TRACE_KEPT {
+            trace.untraced += 1;
+            return None;
         }
-        let outcome = match result {
+        let mut shown: Vec<String> = params.iter().take(TRACE_PARAMS).map(value::show).collect();
+        if params.len() > TRACE_PARAMS {
+            shown.push(format!("… {} more", params.len() - TRACE_PARAMS));
+        }
+        let sql = crate::text::clip(sql.to_owned(), TRACE_SQL_BYTES);
+        Some((Traced { who, sql, params: shown, outcome: String::new(), elapsed: Duration::ZERO }, Instant::now()))
+    }
+
+    /// A noted statement with what it did.
+    fn record<T>(&mut self, noted: Option<(Traced, Instant)>, result: &wasmtime::Result<Result<T, DbError>>, shown: impl Fn(&T) -> String) {
+        let (Some((mut traced, started)), Some(trace)) = (noted, self.trace.as_mut()) else { return };
+        traced.outcome = match result {
             Ok(Ok(value)) => shown(value),
             Ok(Err(e)) => format!("error: {}{}", e.sqlstate.as_ref().map(|s| format!("{s} ")).unwrap_or_default(), e.message),
             Err(trap) => format!("trap: {trap}"),
         };
-        let params = params.iter().map(value::show).collect();
-        let mut sql = sql.to_owned();
-        if sql.len() > TRACE_SQL_BYTES {
-            let cut = (0..=TRACE_SQL_BYTES).rev().find(|&i| sql.is_char_boundary(i)).unwrap_or(0);
-            sql = format!("{}... ({} bytes)", &sql[..cut], sql.len());
-        }
-        trace.push(Traced { who, sql, params, outcome, elapsed: started.elapsed() });
+        traced.elapsed = started.elapsed();
+        trace.statements.push(traced);
     }
 
     /// How the call went so far.
@@ -199,26 +208,22 @@ impl Session {
     /// A statement that returns rows.
     pub async fn query(&mut self, sql: String, params: Vec<Value>, who: Who) -> wasmtime::Result<Result<Rows, DbError>> {
         let budget = self.result_budget;
-        let shown = self.trace.is_some().then(|| (sql.clone(), params.clone(), Instant::now()));
+        let noted = self.note(who, &sql, &params);
         let result = self.run(sql, params, who, Rows { columns: Vec::new(), rows: Vec::new() }, move |conn, statement, params| {
             Box::pin(collect(conn, statement, params, budget))
         })
         .await;
-        if let Some((sql, params, started)) = shown {
-            self.record(who, &sql, &params, started, &result, |rows| format!("{} row(s)", rows.rows.len()));
-        }
+        self.record(noted, &result, |rows| format!("{} row(s)", rows.rows.len()));
         result
     }
 
     /// A statement whose affected-row count is all that comes back.
     pub async fn execute(&mut self, sql: String, params: Vec<Value>, who: Who) -> wasmtime::Result<Result<u64, DbError>> {
-        let shown = self.trace.is_some().then(|| (sql.clone(), params.clone(), Instant::now()));
+        let noted = self.note(who, &sql, &params);
         let result = self
             .run(sql, params, who, 1, |conn, statement, params| Box::pin(async move { conn.execute(statement, params).await.map_err(Failed::Db) }))
             .await;
-        if let Some((sql, params, started)) = shown {
-            self.record(who, &sql, &params, started, &result, |n| format!("{n} row(s) affected"));
-        }
+        self.record(noted, &result, |n| format!("{n} row(s) affected"));
         result
     }
 
