@@ -14,6 +14,18 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        match path.is_dir() {
+            true => copy_dir(&path, &target),
+            false => drop(std::fs::copy(&path, &target).unwrap()),
+        }
+    }
+}
+
 /// A second test that asserts what is not so ("hi" where the task records "hello").
 fn add_failing_test(from: &Path, to: &Path) {
     let test = std::fs::read_to_string(from).unwrap();
@@ -27,7 +39,15 @@ fn almanac_new_makes_rust_and_python_projects_whose_own_tests_pass() {
     let dir = tempfile::tempdir().unwrap();
     let (rs, py) = (dir.path().join("hello-rs"), dir.path().join("hello-py"));
     let _clusters = ProjectClusters(vec![rs.clone(), py.clone()]);
-    for args in [&["new", "hello-rs"][..], &["new", "hello-py", "--lang", "python"]] {
+    // The Python project is made from a copy of what it needs of the checkout, under a
+    // path with a space and both quotes: its build.sh and pyproject.toml must hold it.
+    let odd = dir.path().join("al'manac \"copy\"");
+    for part in ["wit", "guest-sdk/python", "guest-sdk/testing"] {
+        copy_dir(&root.join(part), &odd.join(part));
+    }
+    std::fs::copy(root.join("guest-sdk/Cargo.toml"), odd.join("guest-sdk/Cargo.toml")).unwrap();
+    let odd = odd.display().to_string();
+    for args in [&["new", "hello-rs"][..], &["new", "hello-py", "--lang", "python", "--almanac", &odd]] {
         let out = run(Command::new(almanac_bin()).args(args).current_dir(dir.path()));
         assert!(out.status.success(), "{}", text(&out));
     }

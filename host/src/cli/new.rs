@@ -51,11 +51,12 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     let fill = |template: &str, build: &str, wasm: &str, lang: &str| {
         template
             .replace("{name}", name)
-            .replace("{testing}", &checkout.join("guest-sdk/testing").display().to_string())
+            // Paths into TOML as TOML strings: a checkout may live anywhere.
+            .replace("{testing}", &toml_string(&checkout.join("guest-sdk/testing")))
             .replace("{test_file}", test_file)
             .replace("{test}", test)
             .replace("{table}", &table)
-            .replace("{sdk}", &checkout.join("guest-sdk").display().to_string())
+            .replace("{sdk}", &toml_string(&checkout.join("guest-sdk")))
             .replace("{build}", build)
             .replace("{wasm_name}", wasm.rsplit('/').next().unwrap_or(wasm))
             .replace("{wasm}", wasm)
@@ -78,8 +79,8 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
             let wasm = format!("{module}.wasm");
             let script = format!(
                 "#!/bin/sh\n# Build the component (pip install componentize-py==0.25.1, once).\nset -e\ncd \"$(dirname \"$0\")\"\nexec \"${{COMPONENTIZE_PY:-componentize-py}}\" -d {} -w task-plugin componentize -p . -p {} app -o {wasm}\n",
-                checkout.join("wit").display(),
-                checkout.join("guest-sdk/python").display()
+                sh_word(&checkout.join("wit")),
+                sh_word(&checkout.join("guest-sdk/python"))
             );
             let build = "sh build.sh   # pip install componentize-py==0.25.1, once";
             vec![
@@ -101,4 +102,14 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     }
     println!("made {} ({}): see its README.md to build and try it", dir.display(), files.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(", "));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `path` as a TOML string, quotes and backslashes escaped.
+fn toml_string(path: &Path) -> String {
+    toml::Value::String(path.display().to_string()).to_string()
+}
+
+/// `path` as one word of a POSIX shell command line, whatever characters it holds.
+fn sh_word(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
 }
