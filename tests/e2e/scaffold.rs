@@ -71,3 +71,21 @@ fn almanac_new_makes_rust_and_python_projects_whose_own_tests_pass() {
     assert!(report.contains("1 failed, 1 passed") && report.contains("FAILED tests/test_not_so.py::test_records_what_is_not_so"), "{report}");
     assert!(py.join("hello_py.wasm").exists(), "{report}");
 }
+
+/// `almanac scratch NAME` makes NAME anew, and drops only what it made: never the
+/// private cluster's own database, whatever name it is given.
+#[test]
+fn scratch_makes_a_database_anew_and_drops_only_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let _cluster = ProjectClusters(vec![dir.path().to_owned()]);
+    let almanac = |args: &[&str]| run(Command::new(almanac_bin()).args(args).env_remove("DATABASE_URL").current_dir(dir.path()));
+    let out = almanac(&["psql", "--", "-c", "CREATE TABLE kept (x int)"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = almanac(&["scratch", "almanac"]);
+    assert!(!out.status.success() && text(&out).contains("database \"almanac\" exists and was not made by `almanac scratch`"), "{}", text(&out));
+    assert!(almanac(&["psql", "--", "-c", "SELECT * FROM kept"]).status.success(), "the table is still there");
+    for _ in 0..2 {
+        let out = almanac(&["scratch", "t1"]);
+        assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("dbname=t1"), "{}", text(&out));
+    }
+}

@@ -23,6 +23,8 @@ pub enum ClusterError {
     NoPostgresUser,
     #[error("{command} failed: {detail}")]
     Command { command: String, detail: String },
+    #[error("database {0:?} exists and was not made by `almanac scratch`: it is not dropped (give another name)")]
+    NotScratch(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("cannot set up the private cluster's database: {0}")]
@@ -33,6 +35,9 @@ pub enum ClusterError {
 pub const PRIVATE_ROLE: &str = "almanac_host";
 const PRIVATE_ROLE_SQL: &str = include_str!("private_role.sql");
 const DATABASE_OWNER: &str = include_str!("database_owner.sql");
+const SCRATCH_MARK: &str = include_str!("scratch_mark.sql");
+/// The comment on a database `almanac scratch` made.
+const SCRATCH: &str = "made by almanac scratch: dropped and made anew by the next";
 
 /// Server settings for a private cluster, appended to its `postgresql.conf`.
 #[derive(Debug, Clone)]
@@ -86,15 +91,23 @@ impl Cluster {
     }
 
     /// Like [`Cluster::provision`], for a database made anew: dropped first (its
-    /// connections ended) if it exists, so nothing of an earlier use is left in it.
+    /// connections ended) if it exists, so nothing of an earlier use is left in it. Only
+    /// a database this made before is dropped (it carries [`SCRATCH`] as its comment):
+    /// `almanac scratch almanac` must not wipe the private cluster's own database.
     pub async fn provision_fresh(&self, dbname: &str) -> Result<String, ClusterError> {
         let (admin, connection) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await?;
         tokio::spawn(async move {
             let _ = connection.await;
         });
-        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", crate::db::quote_ident(dbname))).await?;
-        drop(admin);
-        self.provision(dbname).await
+        let name = crate::db::quote_ident(dbname);
+        match admin.query_opt(SCRATCH_MARK, &[&dbname]).await? {
+            Some(row) if row.get::<_, Option<String>>(0).as_deref() != Some(SCRATCH) => return Err(ClusterError::NotScratch(dbname.to_owned())),
+            Some(_) => admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await?,
+            None => {}
+        }
+        let url = self.provision(dbname).await?;
+        admin.batch_execute(&format!("COMMENT ON DATABASE {name} IS '{SCRATCH}'")).await?;
+        Ok(url)
     }
 
     /// A handle on the cluster in `data_dir` (which need not exist yet).
