@@ -22,6 +22,7 @@ pub mod db;
 pub mod demo;
 pub mod dryrun;
 pub mod executor;
+pub mod history;
 pub mod host;
 pub mod http;
 pub mod job;

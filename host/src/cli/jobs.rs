@@ -114,7 +114,22 @@ pub async fn discard(url: &str, args: DiscardArgs) -> anyhow::Result<ExitCode> {
 
 pub async fn prune(url: &str, older_than: Duration) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
-    let deleted = operate::prune(&client, older_than).await?;
-    println!("pruned {deleted} done or discarded job(s) older than {}", almanac::task::format_duration(older_than));
-    Ok(ExitCode::SUCCESS)
+    let pruned = almanac::history::prune(&client, older_than).await?;
+    let done: i64 = pruned.dropped.iter().map(|(_, n)| n).sum();
+    println!(
+        "pruned slots older than {}: {} month partition(s) dropped ({done} done job(s)), {} done or discarded job(s) deleted from the default partition",
+        almanac::task::format_duration(older_than),
+        pruned.dropped.len(),
+        pruned.deleted
+    );
+    for (name, n) in &pruned.dropped {
+        println!("  dropped {name} ({n} done job(s))");
+    }
+    for name in &pruned.kept {
+        println!("  kept {name}: it holds jobs still to run (pending or failed); retry or discard them, then prune again");
+    }
+    for name in &pruned.busy {
+        println!("  kept {name}: the lock on almanac.jobs was not granted within 2 s (a long transaction); run prune again");
+    }
+    Ok(if pruned.busy.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

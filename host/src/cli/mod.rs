@@ -381,6 +381,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             } else {
                 print!("{}", status::render(&statuses));
+                let outside = almanac::history::outside(&client).await?;
+                if outside > 0 {
+                    println!("history: {outside} job(s) with slots outside the month partitions (more than 5 years back or 2 years ahead) wait in almanac.jobs_default");
+                }
             }
             if statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0) {
                 return Ok(ExitCode::from(1));

@@ -16,6 +16,6 @@ WITH recent AS (
 SELECT l.task, l.slot, l.key, l.attempt, left(l.error, 4096) AS error, l.failed_at, j.status,
        (SELECT count(*) FROM ONLY almanac.attempts c WHERE (c.task, c.slot, c.key) = (l.task, l.slot, l.key)) AS failures
 FROM latest l
-LEFT JOIN ONLY almanac.jobs j ON (j.task, j.slot, j.key) = (l.task, l.slot, l.key)
+LEFT JOIN almanac.jobs j ON (j.task, j.slot, j.key) = (l.task, l.slot, l.key)
 ORDER BY l.id DESC
 LIMIT $1

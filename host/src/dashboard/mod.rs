@@ -33,6 +33,8 @@ pub struct Overview {
     pub topics: Vec<Topic>,
     pub dead_messages: Vec<crate::outbox::operate::MessageRow>,
     pub plugins: Vec<LoadedPlugin>,
+    /// Jobs whose slots lie outside the history's month partitions (the default partition).
+    pub outside_partitions: i64,
 }
 
 /// A task's schedule and counts, with the schedule's instants also in its own zone.
@@ -76,11 +78,12 @@ pub struct LoadedPlugin {
 }
 
 pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, tokio_postgres::Error> {
-    let (statuses, failures, topics, dead_messages) = futures_util::future::try_join4(
+    let (statuses, failures, topics, dead_messages, outside_partitions) = futures_util::future::try_join5(
         crate::status::report(client),
         client.rows(FAILURES, &[&FAILURES_SHOWN]),
         client.rows(TOPICS, &[]),
         crate::outbox::operate::list(client, Some("dead"), None, DEAD_SHOWN),
+        crate::history::outside(client),
     )
     .await?;
     Ok(Overview {
@@ -110,6 +113,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
                 file: p.path.display().to_string(),
             })
             .collect(),
+        outside_partitions,
     })
 }
 

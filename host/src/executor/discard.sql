@@ -3,7 +3,7 @@
 -- jobs; one change row records the command. A job running now is waited for, and left
 -- alone if it finished.
 WITH discarded AS (
-    UPDATE ONLY almanac.jobs
+    UPDATE almanac.jobs
     SET status = 'discarded', completed_at = now(), last_error = 'discarded: ' || $5
     WHERE task = $1
       AND status IN ('pending', 'failed')

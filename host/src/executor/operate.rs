@@ -1,8 +1,6 @@
 //! The operator's tools on the job table: what is running, listing jobs, sending failed
-//! jobs back, discarding jobs that must never run, pruning old done (and discarded) rows
-//! outside the backfill horizon.
+//! jobs back, discarding jobs that must never run (pruning is the history's: `history`).
 use std::collections::HashMap;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -13,7 +11,6 @@ use crate::db::Sql;
 const RUNNING: &str = include_str!("running.sql");
 const JOBS: &str = include_str!("jobs.sql");
 const RETRY: &str = include_str!("retry.sql");
-const PRUNE: &str = include_str!("prune.sql");
 const DISCARD: &str = include_str!("discard.sql");
 
 /// Pending jobs locked by a worker right now, per task.
@@ -69,41 +66,4 @@ pub async fn discard(
     reason: &str,
 ) -> Result<i64, tokio_postgres::Error> {
     Ok(client.one(DISCARD, &[&task, &slot, &key, &origin, &reason]).await?.get(0))
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum PruneError {
-    #[error(
-        "refusing to prune: {} is inside the backfill horizon of task {task} ({}); done jobs younger than the \
-         horizon are the dedupe evidence a backfill relies on. Nothing was deleted.",
-        crate::task::format_duration(*.older_than), crate::task::format_duration(*.horizon)
-    )]
-    InsideHorizon { older_than: Duration, task: String, horizon: Duration },
-    #[error(transparent)]
-    Db(#[from] tokio_postgres::Error),
-}
-
-/// Delete done and discarded jobs whose slot and completion are older than `older_than`, in bounded
-/// batches; refuses, deleting nothing, if that reaches inside any task's horizon.
-pub async fn prune(client: &Client, older_than: Duration) -> Result<u64, PruneError> {
-    let widest = client
-        .opt(
-            "SELECT task, extract(epoch FROM horizon)::float8 FROM almanac.schedules ORDER BY horizon DESC, task LIMIT 1",
-            &[],
-        )
-        .await?;
-    if let Some(row) = widest {
-        let horizon = Duration::from_secs_f64(row.get::<_, f64>(1).max(0.0));
-        if older_than < horizon {
-            return Err(PruneError::InsideHorizon { older_than, task: row.get(0), horizon });
-        }
-    }
-    let mut deleted = 0;
-    loop {
-        let n = client.exec(PRUNE, &[&older_than.as_secs_f64()]).await?;
-        deleted += n;
-        if n == 0 {
-            return Ok(deleted);
-        }
-    }
 }

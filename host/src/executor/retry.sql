@@ -1,6 +1,6 @@
 -- Failed jobs back to pending with a fresh count of attempts; the old attempts stay in
 -- almanac.attempts.
-UPDATE ONLY almanac.jobs
+UPDATE almanac.jobs
 SET status = 'pending', attempts = 0, run_after = now(), completed_at = NULL, retries = retries + 1
 WHERE status = 'failed'
   AND task = $1

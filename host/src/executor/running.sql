@@ -1,15 +1,13 @@
--- Pending jobs that a worker holds locked right now, per task. Row locks are not listed
--- in pg_locks, so this probes the head of the claim order (where every claim takes its
--- rows) with a lock that conflicts with a claim's FOR UPDATE and skips what is held.
-WITH head AS (
-    SELECT task, slot, key FROM ONLY almanac.jobs
-    WHERE status = 'pending' AND run_after <= now()
-    ORDER BY run_after, slot, task, key
-    LIMIT 10000
-), free AS (
-    SELECT j.task FROM ONLY almanac.jobs j
-    WHERE (j.task, j.slot, j.key) IN (SELECT task, slot, key FROM head)
-    FOR KEY SHARE OF j SKIP LOCKED
-)
-SELECT h.task, count(*) - (SELECT count(*) FROM free f WHERE f.task = h.task)
-FROM head h GROUP BY h.task
+-- Jobs a worker is running right now, per task: the jobs each live worker connection
+-- recorded for its current batch (almanac.claims, written before the batch runs) that
+-- are still pending with the attempts they were claimed with, as others see them. The
+-- claim's done mark is not visible until the batch commits, and a job that finished
+-- shows as done (or, failed, with one attempt more), so a batch already over counts
+-- nothing. Reads a few rows per worker, never the job history.
+SELECT k.task, count(*)
+FROM ONLY almanac.claims c
+JOIN pg_stat_activity a ON a.pid = c.pid AND a.backend_start = c.backend_start
+CROSS JOIN LATERAL unnest(c.tasks, c.slots, c.keys, c.attempts) AS k(task, slot, key, attempts)
+JOIN almanac.jobs j ON (j.task, j.slot, j.key) = (k.task, k.slot, k.key)
+WHERE j.status = 'pending' AND j.attempts = k.attempts
+GROUP BY k.task

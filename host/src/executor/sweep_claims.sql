@@ -11,7 +11,7 @@ WITH orphaned AS (
     SELECT o.host, o.claimed_at, cardinality(o.keys) = 1 AS alone, k.task, k.slot, k.key, k.attempts
     FROM orphaned o, unnest(o.tasks, o.slots, o.keys, o.attempts) AS k(task, slot, key, attempts)
 ), hit AS (
-    UPDATE ONLY almanac.jobs j
+    UPDATE almanac.jobs j
     SET crashes = CASE WHEN l.alone THEN j.crashes + 1 ELSE greatest(j.crashes, 1) END,
         attempts = j.attempts + l.alone::int,
         last_error = CASE WHEN l.alone

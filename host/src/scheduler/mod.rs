@@ -202,6 +202,9 @@ pub async fn backfill(
     let Some(schedule) = &applied.schedule else {
         return Ok(total);
     };
+    // The months of the range exist before the jobs go in, so they do not gather in the
+    // default partition.
+    crate::history::ensure(conn, from, to).await?;
     loop {
         let slots = schedule.slots_after(after).take_while(|s| s.start < to);
         conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
@@ -279,8 +282,11 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, schedule: &Applied, slot
 /// connection ends the round.
 pub async fn run(pool: Pool, loaded: Arc<Loaded>, options: Options, shutdown: CancellationToken) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
+    let mut upkeep = crate::history::Upkeep::default();
     while !shutdown.is_cancelled() {
         let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
+        // Before generating: the months the slots fall in exist (checked every 10 minutes).
+        upkeep.run(&conn).await;
         let conn = Arc::new(conn);
         let (mut healthy, mut more) = (true, false);
         // The plugins as loaded now; a reload meanwhile is seen on the next round.

@@ -1,0 +1,1 @@
+SELECT almanac.drop_job_partition($1::text::regclass)

@@ -1,0 +1,150 @@
+//! The job history: `almanac.jobs` in month partitions (migration V9). Partitions are
+//! made ahead of need by running hosts and by backfill; done counts are kept beside the
+//! rows (claims add, failures and put-backs take away) and folded here; `prune` drops
+//! whole months outside every task's backfill horizon instead of deleting rows.
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::Client;
+
+use crate::db::Sql;
+
+const ENSURE: &str = include_str!("ensure.sql");
+const AHEAD: &str = include_str!("ahead.sql");
+const FOLD: &str = include_str!("fold.sql");
+const PARTITIONS: &str = include_str!("partitions.sql");
+const DROP_PARTITION: &str = include_str!("drop_partition.sql");
+const PRUNE_DEFAULT: &str = include_str!("prune_default.sql");
+const OUTSIDE: &str = include_str!("outside.sql");
+
+/// Creating or dropping a partition locks almanac.jobs; behind a long transaction it
+/// gives up after this long (and is tried again later) rather than queue every claim
+/// behind it.
+const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '2s'";
+/// How often a running host checks its partitions ahead (a month is created ~3 months
+/// before it starts) and folds the done counts.
+const ENSURE_EVERY: Duration = Duration::from_secs(600);
+const FOLD_EVERY: Duration = Duration::from_secs(5);
+
+/// Run `sql` in a transaction of its own under [`LOCK_TIMEOUT`].
+async fn locked<T>(client: &Client, sql: &str, params: &[&dyn crate::db::Param], read: impl Fn(&tokio_postgres::Row) -> T) -> Result<Vec<T>, tokio_postgres::Error> {
+    client.batch_execute(&format!("BEGIN; {LOCK_TIMEOUT}")).await?;
+    match client.rows(sql, params).await {
+        Ok(rows) => {
+            client.batch_execute("COMMIT").await?;
+            Ok(rows.iter().map(read).collect())
+        }
+        Err(e) => {
+            client.batch_execute("ROLLBACK").await?;
+            Err(e)
+        }
+    }
+}
+
+/// The month partitions covering `[from, to]`, created where missing; a backfill calls
+/// this before it generates. Months outside the window the database keeps partitions
+/// for (5 years back, 2 ahead) stay in the default partition.
+pub async fn ensure(client: &Client, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(), tokio_postgres::Error> {
+    locked(client, ENSURE, &[&from, &to], |_| ()).await.map(drop)
+}
+
+/// What the scheduler does between rounds: partitions ahead every [`ENSURE_EVERY`],
+/// done counts folded every [`FOLD_EVERY`]. A failure is logged and tried again later:
+/// neither is needed for a job to run (an insert without its month lands in the default
+/// partition; unfolded counts are still summed).
+#[derive(Default)]
+pub struct Upkeep {
+    ensured: Option<Instant>,
+    folded: Option<Instant>,
+}
+
+impl Upkeep {
+    pub async fn run(&mut self, client: &Client) {
+        let due = |at: Option<Instant>, every: Duration| at.is_none_or(|t| t.elapsed() >= every);
+        if due(self.ensured, ENSURE_EVERY) {
+            self.ensured = Some(Instant::now());
+            if let Err(e) = locked(client, AHEAD, &[], |_| ()).await {
+                tracing::warn!("could not create the job history's partitions ahead (tried again in 10 minutes): {}", crate::db::error_chain(&e));
+            }
+        }
+        if due(self.folded, FOLD_EVERY) {
+            self.folded = Some(Instant::now());
+            if let Err(e) = locked(client, FOLD, &[], |_| ()).await {
+                tracing::warn!("could not fold the done counts: {}", crate::db::error_chain(&e));
+            }
+        }
+    }
+}
+
+/// Jobs whose slot lies outside every month partition (bounded count).
+pub async fn outside(client: &impl Sql) -> Result<i64, tokio_postgres::Error> {
+    Ok(client.one(OUTSIDE, &[]).await?.get(0))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PruneError {
+    #[error(
+        "refusing to prune: {} is inside the backfill horizon of task {task} ({}); done jobs younger than the \
+         horizon are the dedupe evidence a backfill relies on. Nothing was deleted.",
+        crate::task::format_duration(*.older_than), crate::task::format_duration(*.horizon)
+    )]
+    InsideHorizon { older_than: Duration, task: String, horizon: Duration },
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+}
+
+/// What a prune did.
+#[derive(Debug, Default)]
+pub struct Pruned {
+    /// Month partitions dropped, with the done jobs each held.
+    pub dropped: Vec<(String, i64)>,
+    /// Month partitions wholly older than the cut that hold jobs still to run.
+    pub kept: Vec<String>,
+    /// Month partitions that stayed because a lock was not granted in time.
+    pub busy: Vec<String>,
+    /// Done or discarded jobs deleted from the default partition.
+    pub deleted: u64,
+}
+
+/// Drop the month partitions wholly older than `older_than` (a partition straddling the
+/// cut is kept whole until it is wholly outside; one holding a pending or failed job is
+/// kept and reported), and delete the default partition's done and discarded jobs older
+/// than it in bounded batches. Refuses, deleting nothing, if that reaches inside any
+/// task's backfill horizon.
+pub async fn prune(client: &Client, older_than: Duration) -> Result<Pruned, PruneError> {
+    let widest = client
+        .opt("SELECT task, extract(epoch FROM horizon)::float8 FROM almanac.schedules ORDER BY horizon DESC, task LIMIT 1", &[])
+        .await?;
+    if let Some(row) = widest {
+        let horizon = Duration::from_secs_f64(row.get::<_, f64>(1).max(0.0));
+        if older_than < horizon {
+            return Err(PruneError::InsideHorizon { older_than, task: row.get(0), horizon });
+        }
+    }
+    let cut = crate::db::server_now(client)
+        .await?
+        .checked_sub_signed(chrono::Duration::from_std(older_than).unwrap_or(chrono::Duration::MAX))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let mut pruned = Pruned::default();
+    for row in client.rows(PARTITIONS, &[]).await? {
+        let (name, next): (String, DateTime<Utc>) = (row.get(0), row.get(2));
+        if next > cut {
+            break;
+        }
+        match locked(client, DROP_PARTITION, &[&name], |r| r.get::<_, Option<i64>>(0)).await {
+            Ok(done) => match done.first().copied().flatten() {
+                Some(done) => pruned.dropped.push((name, done)),
+                None => pruned.kept.push(name),
+            },
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => pruned.busy.push(name),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    loop {
+        let n: i64 = client.one(PRUNE_DEFAULT, &[&cut]).await?.get(0);
+        pruned.deleted += n as u64;
+        if n == 0 {
+            return Ok(pruned);
+        }
+    }
+}
