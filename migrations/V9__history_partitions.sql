@@ -192,9 +192,11 @@ WHERE i.inhparent = 'almanac.jobs'::regclass AND b IS NOT NULL;
 
 -- `almanac prune`: drop one month partition with its done counts and attempt history;
 -- returns how many done jobs went with it, or NULL (nothing dropped) while it holds a
--- job still to run (pending or failed: those are not history). EXCLUSIVE on the partition
--- first: no job can enter it (an enqueue of an old slot) between the check and the drop.
--- DROP takes an ACCESS EXCLUSIVE lock on almanac.jobs for an instant; the caller sets a
+-- job still to run (pending or failed: those are not history). DROP needs an ACCESS
+-- EXCLUSIVE lock on almanac.jobs; it is taken first, before the check (so no job can
+-- enter the month between the check and the drop) and before any lock on the partition
+-- (a claim locks almanac.jobs, then its partitions: the other order deadlocks with it).
+-- It is held for the milliseconds the check and the drop take; the caller sets a
 -- lock_timeout so a long transaction makes prune give up rather than stall every claim.
 CREATE FUNCTION almanac.drop_job_partition(part regclass) RETURNS bigint
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -207,7 +209,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION '% is not a month partition of almanac.jobs', part USING ERRCODE = '22023';
     END IF;
-    EXECUTE format('LOCK TABLE %s IN EXCLUSIVE MODE', part);
+    LOCK TABLE almanac.jobs IN ACCESS EXCLUSIVE MODE;
     EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE status IN (''pending'', ''failed''))', part) INTO busy;
     IF busy THEN
         RETURN NULL;

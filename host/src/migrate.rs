@@ -23,8 +23,14 @@ pub enum MigrateError {
 /// Apply every pending migration; returns the names of those applied. Refuses a
 /// database carrying a migration this binary does not know (a newer Almanac ran there).
 pub async fn run(client: &mut tokio_postgres::Client) -> Result<Vec<String>, MigrateError> {
+    run_to(client, None).await
+}
+
+/// [`run`], stopping after migration `last` when given: a database as an older Almanac
+/// left it, to test an upgrade from.
+pub async fn run_to(client: &mut tokio_postgres::Client, last: Option<u32>) -> Result<Vec<String>, MigrateError> {
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
-    let result = apply(client).await;
+    let result = apply(client, last).await;
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
     result
 }
@@ -44,11 +50,14 @@ pub async fn check_current(client: &impl crate::db::Sql) -> Result<(), MigrateEr
     Ok(())
 }
 
-async fn apply(client: &mut tokio_postgres::Client) -> Result<Vec<String>, MigrateError> {
+async fn apply(client: &mut tokio_postgres::Client, last: Option<u32>) -> Result<Vec<String>, MigrateError> {
     // The history table lives in our schema, which must exist before refinery looks.
     client.batch_execute("CREATE SCHEMA IF NOT EXISTS almanac").await?;
     let mut runner = embedded::migrations::runner().set_abort_missing(true).set_grouped(true);
     runner.set_migration_table_name("almanac.schema_history");
+    if let Some(last) = last {
+        runner = runner.set_target(refinery::Target::Version(last));
+    }
     let report = runner.run_async(client).await?;
     Ok(report.applied_migrations().iter().map(|m| m.to_string()).collect())
 }

@@ -28,7 +28,7 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     assert!(report["plugin_overhead_us"].as_f64().unwrap() > 0.0);
     assert!(report["policy_parse_us"].as_f64().unwrap() > report["policy_cached_us"].as_f64().unwrap());
     assert_eq!(report["generation_keys"], 5000);
-    assert!(report["claim_plan"].as_str().unwrap().contains("Index Scan using jobs_pending"));
+    assert!(report["claim_plan"].as_str().unwrap().contains("_run_after_slot_task_key_idx"));
     assert!(report["claim_p99_ms"].as_f64().unwrap() > 0.0);
     let vias: Vec<&str> = report["connections"].as_array().unwrap().iter().map(|c| c["via"].as_str().unwrap()).collect();
     let round = ["socket", "socket", "tcp", "tcp", "tls", "tls", "pgbouncer", "pgbouncer"];

@@ -425,8 +425,8 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
         .map(|r| r.get::<_, String>(0))
         .collect();
     let plan = plan.join("\n");
-    if !plan.contains("jobs_pending") {
-        bail!("the claim does not use the partial index jobs_pending:\n{plan}");
+    if !claim_reads_pending_index_in_order(&plan) {
+        bail!("the claim does not read the partial index jobs_pending of each partition in claim order (a sort or a table scan):\n{plan}");
     }
     let claim = client.prepare(executor::claim_sql(1)).await?;
     let mut samples = Vec::with_capacity(options.claim_samples);
@@ -441,4 +441,20 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
     Ok((at(0.5), at(0.99), plan))
+}
+
+/// The claim's scan (its CTE `due`) reads each partition's copy of jobs_pending
+/// (`<partition>_run_after_slot_task_key_idx`) already in claim order: index scans merged,
+/// no Sort, no table scan.
+fn claim_reads_pending_index_in_order(plan: &str) -> bool {
+    let due: Vec<&str> = plan
+        .lines()
+        .skip_while(|l| l.trim() != "CTE due")
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .collect();
+    let scans: Vec<&&str> = due.iter().filter(|l| l.contains(" Scan ")).collect();
+    !scans.is_empty()
+        && scans.iter().all(|l| l.contains("Index Scan using jobs_") && l.contains("_run_after_slot_task_key_idx"))
+        && !due.iter().any(|l| l.trim_start().trim_start_matches("->").trim_start().starts_with("Sort  ("))
 }

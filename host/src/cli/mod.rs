@@ -56,7 +56,11 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Apply pending migrations and exit.
-    Migrate,
+    Migrate {
+        /// Stop after this migration (to test an upgrade from an older schema).
+        #[arg(long, hide = true)]
+        to: Option<u32>,
+    },
     /// Load the plugins in a folder and run their schedules and jobs until SIGTERM.
     Run(RunArgs),
     /// Per task: cursor, next slot, job and outbox counts, last error. Exits 1 if any job
@@ -344,7 +348,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     // Most commands work on database `almanac` (of DATABASE_URL, or the private cluster).
     let almanac_db = || database_url(cli.database_url.clone(), &cli.data_dir, "almanac");
     match cli.command {
-        Command::Migrate => {
+        Command::Migrate { to } => {
             // Migrating holds a session's advisory lock: never through a transaction pooler.
             let url = match (cli.pooler, &cli.direct_url) {
                 (false, _) => almanac_db().await?,
@@ -354,7 +358,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 ),
             };
             let (mut client, _conn) = connect_once(&url).await?;
-            let applied = almanac::migrate::run(&mut client).await?;
+            let applied = almanac::migrate::run_to(&mut client, to).await?;
             println!("{} migration(s) applied", applied.len());
         }
         Command::Run(args) => {
