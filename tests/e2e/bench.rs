@@ -40,4 +40,14 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     for rate in ["many_jobs_per_second", "many_plain_jobs_per_second", "single_jobs_per_second", "single_plain_jobs_per_second"] {
         assert!(enqueue[rate].as_f64().unwrap() > 0.0, "{rate}");
     }
+    // The history comparison ran on both sides, pruned one month and counted dead tuples.
+    let history = &report["history"];
+    assert_eq!(history["done"], 20_000);
+    for side in ["empty", "full"] {
+        for figure in ["batch1_jobs_per_second", "batch32_jobs_per_second", "claim_p99_ms", "status_max_ms", "overview_max_ms"] {
+            assert!(history[side][figure].as_f64().unwrap() > 0.0, "{side} {figure}");
+        }
+    }
+    assert!(history["pruned_done"].as_i64().unwrap() > 0);
+    assert_eq!(history["churn_jobs"], 800);
 }

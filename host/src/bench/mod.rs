@@ -17,6 +17,9 @@
 mod connections;
 mod cpu;
 mod enqueue;
+mod history;
+
+pub use history::{HistoryOptions, HistoryReport, Side};
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -58,6 +61,8 @@ pub struct Options {
     pub connections: bool,
     /// Also measure the SQL enqueue API: (keys in one enqueue_many, single calls).
     pub enqueue: Option<(usize, usize)>,
+    /// Also measure on a history of this many done jobs (beside an empty one).
+    pub history: Option<history::HistoryOptions>,
 }
 
 /// The cluster's settings, printed with the figures.
@@ -105,6 +110,7 @@ pub struct Report {
     pub claim_plan: String,
     pub connections: Vec<connections::ConnectionRun>,
     pub enqueue: Option<enqueue::EnqueueReport>,
+    pub history: Option<history::HistoryReport>,
 }
 
 pub async fn run(options: Options) -> anyhow::Result<Report> {
@@ -158,6 +164,10 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     };
     drop(admin);
     drop(host);
+    let history = match &options.history {
+        Some(h) => Some(history::measure(&cluster, &options, &host_options, h).await?),
+        None => None,
+    };
     let connections = match options.connections {
         true => connections::measure(&options, &host_options).await?,
         false => Vec::new(),
@@ -182,6 +192,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         claim_plan,
         connections,
         enqueue,
+        history,
     })
 }
 
@@ -283,7 +294,7 @@ async fn run_almanac(host: &host::Host, options: executor::Options, admin: &toki
     let executor = tokio::spawn(executor::run(host.pool.clone(), host.loaded.clone(), options, Default::default(), wake_rx, shutdown.clone()));
     // Cheap through the partial index, so polling barely touches the measurement.
     loop {
-        let left: bool = admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending')", &[]).await?.get(0);
+        let left: bool = admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending' AND run_after <= now())", &[]).await?.get(0);
         if !left {
             break;
         }
@@ -428,19 +439,27 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     if !claim_reads_pending_index_in_order(&plan) {
         bail!("the claim does not read the partial index jobs_pending of each partition in claim order (a sort or a table scan):\n{plan}");
     }
+    let (p50, p99) = claim_latency(&client, options.claim_samples).await?;
+    Ok((p50, p99, plan))
+}
+
+/// (p50, p99) milliseconds of the host's claim at --batch 1, each in a transaction rolled
+/// back (so every sample sees the same jobs due).
+async fn claim_latency(client: &tokio_postgres::Client, samples: usize) -> anyhow::Result<(f64, f64)> {
+    let (tasks, digests) = (vec![TASK.to_owned()], vec!["bench".to_owned()]);
     let claim = client.prepare(executor::claim_sql(1)).await?;
-    let mut samples = Vec::with_capacity(options.claim_samples);
-    for _ in 0..options.claim_samples {
+    let mut ms = Vec::with_capacity(samples);
+    for _ in 0..samples {
         client.batch_execute("BEGIN").await?;
         let started = Instant::now();
         let rows = client.query(&claim, &[&tasks, &digests]).await?;
-        samples.push(started.elapsed().as_secs_f64() * 1e3);
+        ms.push(started.elapsed().as_secs_f64() * 1e3);
         ensure!(rows.len() == 1, "claim returned {} rows", rows.len());
         client.batch_execute("ROLLBACK").await?;
     }
-    samples.sort_by(f64::total_cmp);
-    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
-    Ok((at(0.5), at(0.99), plan))
+    ms.sort_by(f64::total_cmp);
+    let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
+    Ok((at(0.5), at(0.99)))
 }
 
 /// The claim's scan (its CTE `due`) reads each partition's copy of jobs_pending

@@ -30,6 +30,11 @@ pub struct BenchArgs {
     /// single almanac.enqueue calls from --workers connections) next to plain INSERTs.
     #[arg(long)]
     enqueue: bool,
+    /// Also measure with a history of N done jobs over a year of slots (and N/10 pending
+    /// not yet due) against an empty one: throughput, claim, `status` and overview
+    /// latency, pruning a month, dead tuples after a 200,000-job run.
+    #[arg(long, value_name = "N")]
+    history: Option<i64>,
     /// A small, quick run that only checks the benchmark works (what CI runs).
     #[arg(long)]
     smoke: bool,
@@ -49,6 +54,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
         overhead_calls: args.overhead_calls,
         connections: args.connections,
         enqueue: args.enqueue.then_some((100_000, 10_000)),
+        history: args.history.map(|done| bench::HistoryOptions { done, churn: 200_000, autovacuum_wait: std::time::Duration::from_secs(90) }),
     };
     if args.smoke {
         options = bench::Options {
@@ -59,6 +65,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
             batches: vec![1, 8],
             workers: 2,
             enqueue: Some((2_000, 400)),
+            history: Some(bench::HistoryOptions { done: 20_000, churn: 800, autovacuum_wait: std::time::Duration::ZERO }),
             ..options
         };
     }
@@ -115,6 +122,9 @@ fn render(r: &Report) -> String {
     }
     if !r.connections.is_empty() {
         out.push_str(&render_connections(r));
+    }
+    if let Some(h) = &r.history {
+        out.push_str(&render_history(h));
     }
     out.push_str(&format!("\nplugin overhead (instantiate + run + 2 host calls, no-op tx): {:.1} µs/job\n", r.plugin_overhead_us));
     out.push_str(&format!(
@@ -181,6 +191,56 @@ fn render(r: &Report) -> String {
     let speed = r.generation_plain_seconds / r.generation_seconds.max(1e-9);
     target(format!("1,000,000 jobs generated at >= 0.5 x a plain INSERT ... SELECT ({speed:.2})"), million.then_some(speed >= 0.5));
     target(format!("claim p99 <= 2 ms at depth ({:.3} ms)", r.claim_p99_ms), million.then_some(r.claim_p99_ms <= 2.0));
+    let year = r.history.as_ref().filter(|h| h.done >= 10_000_000);
+    let history_ratio = |of: fn(&bench::Side) -> f64| year.map(|h| of(&h.full) / of(&h.empty));
+    for (b, of) in [(1, (|s: &bench::Side| s.batch1_jobs_per_second) as fn(&bench::Side) -> f64), (32, |s| s.batch32_jobs_per_second)] {
+        let ratio = history_ratio(of);
+        target(format!("batch {b} with 10^7 done >= 0.95 x on an empty history ({:.2})", ratio.unwrap_or(f64::NAN)), ratio.map(|x| x >= 0.95));
+    }
+    let slowest = year.map(|h| h.full.status_max_ms.max(h.full.overview_max_ms));
+    target(format!("status and /api/overview <= 100 ms with 10^7 done ({:.1} ms at most)", slowest.unwrap_or(f64::NAN)), slowest.map(|x| x <= 100.0));
+    out
+}
+
+/// The history's figures: each on an empty history and on the full one, with the ratio.
+fn render_history(h: &bench::HistoryReport) -> String {
+    let mut out = format!(
+        "
+history: {} done jobs over 365 daily slots and {} pending not yet due (filled in {:.0} s), against an empty history:
+",
+        h.done, h.pending_ahead, h.fill_seconds
+    );
+    out.push_str(&format!("  {:<28} {:>10} {:>10} {:>7}
+", "", "EMPTY", "HISTORY", "RATIO"));
+    let rows: [(&str, f64, f64); 8] = [
+        ("jobs/s --batch 1", h.empty.batch1_jobs_per_second, h.full.batch1_jobs_per_second),
+        ("jobs/s --batch 32", h.empty.batch32_jobs_per_second, h.full.batch32_jobs_per_second),
+        ("claim p50 ms", h.empty.claim_p50_ms, h.full.claim_p50_ms),
+        ("claim p99 ms", h.empty.claim_p99_ms, h.full.claim_p99_ms),
+        ("status p50 ms", h.empty.status_p50_ms, h.full.status_p50_ms),
+        ("status max ms", h.empty.status_max_ms, h.full.status_max_ms),
+        ("/api/overview p50 ms", h.empty.overview_p50_ms, h.full.overview_p50_ms),
+        ("/api/overview max ms", h.empty.overview_max_ms, h.full.overview_max_ms),
+    ];
+    for (name, empty, full) in rows {
+        out.push_str(&format!("  {name:<28} {empty:>10.2} {full:>10.2} {:>7.2}
+", full / empty.max(1e-9)));
+    }
+    let mb = |b: i64| b as f64 / 1048576.0;
+    out.push_str(&format!(
+        "  prune of the oldest month: {:.3} s, {} done jobs dropped; almanac.jobs {:.0} MB -> {:.0} MB (heap and indexes)
+",
+        h.prune_seconds,
+        h.pruned_done,
+        mb(h.bytes_before_prune),
+        mb(h.bytes_after_prune)
+    ));
+    let after = match h.dead_tuples_after_autovacuum {
+        Some(n) => format!("{n} once autovacuum had visited ({:.0} s later)", h.autovacuum_wait_seconds),
+        None => format!("autovacuum had not visited within {:.0} s", h.autovacuum_wait_seconds),
+    };
+    out.push_str(&format!("  dead tuples after a {}-job run: {} at its end, {after}
+", h.churn_jobs, h.dead_tuples_after_churn));
     out
 }
 
