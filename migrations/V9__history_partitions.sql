@@ -125,7 +125,7 @@ CREATE TRIGGER jobs_notify AFTER INSERT ON almanac.jobs
 -- put back, -1) and dropped (prune), per task and month of slot, so `status`, the
 -- dashboard and the metrics never count the history. Append-only: a batch adds one row
 -- per task, so concurrent workers never wait for each other on a counter row; the host
--- folds the rows into one per (task, month) every few seconds (almanac.fold_done_counts).
+-- folds the rows into one per (task, month) every few seconds (almanac.fold_counts).
 CREATE TABLE almanac.done_counts (
     task  text        NOT NULL,
     month timestamptz NOT NULL,
@@ -139,13 +139,33 @@ SELECT task, date_trunc('month', slot, 'UTC'), count(*)
 FROM almanac.jobs WHERE status = 'done'
 GROUP BY 1, 2;
 
-CREATE FUNCTION almanac.fold_done_counts() RETURNS void
+-- Delivered outbox messages, counted the same way (the dispatcher adds per commit), so
+-- `status` and the dashboard do not count the outbox's delivered history either; pending
+-- and dead messages are counted through their partial indexes.
+CREATE TABLE almanac.delivered_counts (
+    task      text,
+    topic     text   NOT NULL,
+    delivered bigint NOT NULL
+);
+ALTER TABLE almanac.delivered_counts SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+
+INSERT INTO almanac.delivered_counts (task, topic, delivered)
+SELECT task, topic, count(*) FROM ONLY almanac.outbox WHERE status = 'delivered' GROUP BY 1, 2;
+
+-- Both counters' appended rows folded into one per key. Rows appended meanwhile are not
+-- in this statement's snapshot and stay for the next fold.
+CREATE FUNCTION almanac.fold_counts() RETURNS void
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     WITH taken AS (
         DELETE FROM almanac.done_counts RETURNING task, month, done
     )
     INSERT INTO almanac.done_counts (task, month, done)
-    SELECT task, month, sum(done) FROM taken GROUP BY task, month HAVING sum(done) <> 0
+    SELECT task, month, sum(done) FROM taken GROUP BY task, month HAVING sum(done) <> 0;
+    WITH taken AS (
+        DELETE FROM almanac.delivered_counts RETURNING task, topic, delivered
+    )
+    INSERT INTO almanac.delivered_counts (task, topic, delivered)
+    SELECT task, topic, sum(delivered) FROM taken GROUP BY task, topic HAVING sum(delivered) <> 0;
 $$;
 
 -- The latest failures of a task, newest first, for `status`'s last error.
