@@ -42,8 +42,6 @@ CREATE TABLE almanac.jobs (
 -- Every partition gets these (declared once, here).
 CREATE INDEX jobs_pending ON almanac.jobs (run_after, slot, task, key) WHERE status = 'pending';
 CREATE INDEX jobs_failed ON almanac.jobs (task, completed_at DESC) WHERE status = 'failed';
--- `status` counts discarded jobs from this, not from the history.
-CREATE INDEX jobs_discarded ON almanac.jobs (task) WHERE status = 'discarded';
 
 -- Slots outside every month partition (far in the past or future) land here, so an
 -- insert never fails for a missing partition; `almanac status` reports what it holds,
@@ -121,23 +119,52 @@ DROP TABLE almanac.jobs_v8;
 CREATE TRIGGER jobs_notify AFTER INSERT ON almanac.jobs
     FOR EACH STATEMENT EXECUTE FUNCTION almanac.notify_jobs();
 
--- Done jobs, counted where they are marked (the claim, +1), unmarked (a failure or a job
--- put back, -1) and dropped (prune), per task and month of slot, so `status`, the
--- dashboard and the metrics never count the history. Append-only: a batch adds one row
--- per task, so concurrent workers never wait for each other on a counter row; the host
--- folds the rows into one per (task, month) every few seconds (almanac.fold_counts).
-CREATE TABLE almanac.done_counts (
-    task  text        NOT NULL,
-    month timestamptz NOT NULL,
-    done  bigint      NOT NULL
+-- Jobs per task, month of slot and status, counted where they change so that `status`,
+-- the dashboard and the metrics never count the history. Append-only deltas: an insert
+-- or delete of jobs adds its counts by statement trigger (whoever inserts: the scheduler,
+-- almanac.enqueue, a direct INSERT); the host's own status changes add theirs in the same
+-- statement (the claim: pending -n, done +n; a failure, a put-back, discard, retry);
+-- `prune` deletes a dropped month's rows. A batch adds one row per task and month, so
+-- concurrent workers never wait on a counter row; hosts fold the rows into one per
+-- (task, month) every few seconds (almanac.fold_counts). A status changed by a hand-made
+-- UPDATE of almanac.jobs is not counted.
+CREATE TABLE almanac.job_counts (
+    task      text        NOT NULL,
+    month     timestamptz NOT NULL,
+    pending   bigint      NOT NULL DEFAULT 0,
+    done      bigint      NOT NULL DEFAULT 0,
+    failed    bigint      NOT NULL DEFAULT 0,
+    discarded bigint      NOT NULL DEFAULT 0
 );
-CREATE INDEX done_counts_task ON almanac.done_counts (task, month);
-ALTER TABLE almanac.done_counts SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
+CREATE INDEX job_counts_task ON almanac.job_counts (task, month);
+ALTER TABLE almanac.job_counts SET (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000);
 
-INSERT INTO almanac.done_counts (task, month, done)
-SELECT task, date_trunc('month', slot, 'UTC'), count(*)
-FROM almanac.jobs WHERE status = 'done'
+INSERT INTO almanac.job_counts (task, month, pending, done, failed, discarded)
+SELECT task, date_trunc('month', slot, 'UTC'),
+       count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'done'),
+       count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'discarded')
+FROM almanac.jobs
 GROUP BY 1, 2;
+
+-- The statement's rows (`changed`), counted with `sign` (+1 inserted, -1 deleted).
+CREATE FUNCTION almanac.count_jobs() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    sign int := CASE TG_OP WHEN 'DELETE' THEN -1 ELSE 1 END;
+BEGIN
+    INSERT INTO almanac.job_counts (task, month, pending, done, failed, discarded)
+    SELECT task, date_trunc('month', slot, 'UTC'),
+           sign * count(*) FILTER (WHERE status = 'pending'), sign * count(*) FILTER (WHERE status = 'done'),
+           sign * count(*) FILTER (WHERE status = 'failed'), sign * count(*) FILTER (WHERE status = 'discarded')
+    FROM changed
+    GROUP BY 1, 2;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER jobs_count_inserted AFTER INSERT ON almanac.jobs
+    REFERENCING NEW TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION almanac.count_jobs();
+CREATE TRIGGER jobs_count_deleted AFTER DELETE ON almanac.jobs
+    REFERENCING OLD TABLE AS changed FOR EACH STATEMENT EXECUTE FUNCTION almanac.count_jobs();
 
 -- Delivered outbox messages, counted the same way (the dispatcher adds per commit), so
 -- `status` and the dashboard do not count the outbox's delivered history either; pending
@@ -157,10 +184,12 @@ SELECT task, topic, count(*) FROM ONLY almanac.outbox WHERE status = 'delivered'
 CREATE FUNCTION almanac.fold_counts() RETURNS void
 LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
     WITH taken AS (
-        DELETE FROM almanac.done_counts RETURNING task, month, done
+        DELETE FROM almanac.job_counts RETURNING *
     )
-    INSERT INTO almanac.done_counts (task, month, done)
-    SELECT task, month, sum(done) FROM taken GROUP BY task, month HAVING sum(done) <> 0;
+    INSERT INTO almanac.job_counts (task, month, pending, done, failed, discarded)
+    SELECT task, month, sum(pending), sum(done), sum(failed), sum(discarded)
+    FROM taken GROUP BY task, month
+    HAVING (sum(pending), sum(done), sum(failed), sum(discarded)) <> (0, 0, 0, 0);
     WITH taken AS (
         DELETE FROM almanac.delivered_counts RETURNING task, topic, delivered
     )
@@ -172,35 +201,22 @@ $$;
 CREATE INDEX attempts_task ON almanac.attempts (task, id);
 
 -- Per task, the counts `status`, the dashboard and the metrics show, none read from the
--- history: pending jobs and the oldest due one from the partial index jobs_pending (its
--- columns suffice: an index-only scan), failed and discarded from their partial indexes,
--- done from almanac.done_counts. `oldest_due` is when the longest-waiting due job became
--- due (a job scheduled for later, or waiting out a retry's backoff, is not waiting).
+-- history: the counters above, and when the longest-waiting due job became due (the first
+-- entry of the task in the pending index; a job scheduled for later, or waiting out a
+-- retry's backoff, is not waiting).
 CREATE VIEW almanac.task_counts AS
-WITH pending AS (
-    SELECT task, count(*) AS pending, min(run_after) FILTER (WHERE run_after <= now()) AS oldest_due
-    FROM almanac.jobs WHERE status = 'pending' GROUP BY task
-), failed AS (
-    SELECT task, count(*) AS failed FROM almanac.jobs WHERE status = 'failed' GROUP BY task
-), discarded AS (
-    SELECT task, count(*) AS discarded FROM almanac.jobs WHERE status = 'discarded' GROUP BY task
-), done AS (
-    SELECT task, sum(done)::bigint AS done FROM almanac.done_counts GROUP BY task
-), tasks AS (
-    SELECT task FROM pending UNION SELECT task FROM failed UNION SELECT task FROM discarded
-    UNION SELECT task FROM done WHERE done <> 0
+WITH counted AS (
+    SELECT task, sum(pending)::bigint AS pending, sum(done)::bigint AS done,
+           sum(failed)::bigint AS failed, sum(discarded)::bigint AS discarded
+    FROM almanac.job_counts
+    GROUP BY task
 )
-SELECT t.task,
-       coalesce(p.pending, 0)   AS pending,
-       p.oldest_due,
-       coalesce(f.failed, 0)    AS failed,
-       coalesce(x.discarded, 0) AS discarded,
-       coalesce(d.done, 0)      AS done
-FROM tasks t
-LEFT JOIN pending p ON p.task = t.task
-LEFT JOIN failed f ON f.task = t.task
-LEFT JOIN discarded x ON x.task = t.task
-LEFT JOIN done d ON d.task = t.task;
+SELECT c.task, c.pending,
+       (SELECT min(j.run_after) FROM almanac.jobs j
+         WHERE j.status = 'pending' AND j.task = c.task AND j.run_after <= now()) AS oldest_due,
+       c.failed, c.discarded, c.done
+FROM counted c
+WHERE (c.pending, c.done, c.failed, c.discarded) <> (0, 0, 0, 0);
 
 -- The month partitions of almanac.jobs with their bounds (the default partition has none).
 CREATE VIEW almanac.job_partitions AS
@@ -234,7 +250,7 @@ BEGIN
     IF busy THEN
         RETURN NULL;
     END IF;
-    WITH gone AS (DELETE FROM almanac.done_counts WHERE month = bounds.first RETURNING done)
+    WITH gone AS (DELETE FROM almanac.job_counts WHERE month = bounds.first RETURNING done)
     SELECT coalesce(sum(done), 0) INTO dropped FROM gone;
     DELETE FROM almanac.attempts WHERE slot >= bounds.first AND slot < bounds.next;
     EXECUTE format('DROP TABLE %s', part);

@@ -196,7 +196,7 @@ async fn a_populated_v4_database_upgrades_in_place_losing_and_rerunning_nothing(
     assert_eq!(before, after, "every row kept as it was");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs_default").await, 1, "2016 is outside the month partitions");
     assert!(db.count("SELECT count(*) FROM almanac.job_partitions").await >= 13);
-    assert_eq!(db.count("SELECT coalesce(sum(done), 0)::bigint FROM almanac.done_counts").await, 365 * 3);
+    assert_eq!(db.count("SELECT coalesce(sum(done), 0)::bigint FROM almanac.job_counts").await, 365 * 3);
     assert_eq!(db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'broken'").await, 3);
 
     // A host on the upgraded database runs the two pending jobs (today's slot is generated

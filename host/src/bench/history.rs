@@ -15,7 +15,6 @@ use crate::{executor, host};
 
 const FILL: &str = include_str!("history_fill.sql");
 const AHEAD: &str = include_str!("history_ahead.sql");
-const COUNTS: &str = include_str!("history_counts.sql");
 const DUE: &str = include_str!("history_due.sql");
 const VERIFY: &str = include_str!("history_verify.sql");
 const SIZES: &str = include_str!("history_sizes.sql");
@@ -81,7 +80,6 @@ pub async fn measure(cluster: &Cluster, options: &Options, host_options: &host::
     let started = Instant::now();
     admin.execute(FILL, &[&done]).await?;
     admin.execute(AHEAD, &[&pending_ahead]).await?;
-    admin.execute(COUNTS, &[]).await?;
     admin.batch_execute("VACUUM ANALYZE almanac.jobs").await?;
     let fill_seconds = started.elapsed().as_secs_f64();
     let full = side(&host, &admin, options, &mut run).await?;

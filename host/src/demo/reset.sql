@@ -1,5 +1,4 @@
 -- Forget an earlier demo run's jobs, slots and ledger.
 DELETE FROM almanac.jobs WHERE task = 'daily-points';
-DELETE FROM almanac.done_counts WHERE task = 'daily-points';
 DELETE FROM ONLY almanac.slots WHERE task = 'daily-points';
 TRUNCATE points_ledger;

@@ -4,8 +4,8 @@
 -- records its attempt over the mark (mark_failed.sql). The scan reads only the partial
 -- index on pending rows (one per month partition, merged in order); rows another host
 -- has locked are skipped, not waited for. Returns the row as it was (attempts before this
--- one, the last error). The done count (almanac.done_counts) gains the batch's jobs in
--- the same statement, so it commits or rolls back with them.
+-- one, the last error). The counts (almanac.job_counts) move the batch's jobs from
+-- pending to done in the same statement, so they commit or roll back with them.
 --
 -- {batch} is the host's batch size, written in as a literal: with `LIMIT $n` PostgreSQL
 -- plans the statement anew on every execution (0.1-0.2 ms, once per job at --batch 1);
@@ -27,7 +27,7 @@ WITH due AS (
     WHERE j.task = due.task AND j.slot = due.slot AND j.key = due.key
     RETURNING j.task, j.slot, j.key, due.attempts, j.payload::text AS payload, j.crashes, due.last_error, due.plugin_digest, due.run_after
 ), counted AS (
-    INSERT INTO almanac.done_counts (task, month, done)
-    SELECT task, date_trunc('month', slot, 'UTC'), count(*) FROM claimed GROUP BY 1, 2
+    INSERT INTO almanac.job_counts (task, month, pending, done)
+    SELECT task, date_trunc('month', slot, 'UTC'), -count(*), count(*) FROM claimed GROUP BY 1, 2
 )
 SELECT * FROM claimed

@@ -15,7 +15,7 @@ WITH due AS (
     WHERE j.task = due.task AND j.slot = due.slot AND j.key = due.key
     RETURNING j.task, j.slot, j.key, due.attempts, j.payload::text AS payload, j.crashes, due.last_error, due.plugin_digest, due.run_after
 ), counted AS (
-    INSERT INTO almanac.done_counts (task, month, done)
-    SELECT task, date_trunc('month', slot, 'UTC'), count(*) FROM claimed GROUP BY 1, 2
+    INSERT INTO almanac.job_counts (task, month, pending, done)
+    SELECT task, date_trunc('month', slot, 'UTC'), -count(*), count(*) FROM claimed GROUP BY 1, 2
 )
 SELECT * FROM claimed

@@ -2,14 +2,25 @@
 -- still stops a backfill from creating them again), never claimed, pruned like done
 -- jobs; one change row records the command. A job running now is waited for, and left
 -- alone if it finished.
-WITH discarded AS (
-    UPDATE almanac.jobs
-    SET status = 'discarded', completed_at = now(), last_error = 'discarded: ' || $5
+WITH target AS (
+    SELECT task, slot, key, status AS was
+    FROM almanac.jobs
     WHERE task = $1
       AND status IN ('pending', 'failed')
       AND ($2::timestamptz IS NULL OR slot = $2)
       AND ($3::text IS NULL OR key = $3)
-    RETURNING 1
+    FOR UPDATE
+), discarded AS (
+    UPDATE almanac.jobs AS j
+    SET status = 'discarded', completed_at = now(), last_error = 'discarded: ' || $5
+    FROM target t
+    WHERE (j.task, j.slot, j.key) = (t.task, t.slot, t.key)
+    RETURNING j.task, j.slot, t.was
+), counted AS (
+    INSERT INTO almanac.job_counts (task, month, pending, failed, discarded)
+    SELECT task, date_trunc('month', slot, 'UTC'), -count(*) FILTER (WHERE was = 'pending'),
+           -count(*) FILTER (WHERE was = 'failed'), count(*)
+    FROM discarded GROUP BY 1, 2
 ), recorded AS (
     INSERT INTO almanac.changes (task, revision, action, after, origin, reason)
     SELECT $1, coalesce((SELECT revision FROM ONLY almanac.schedules WHERE task = $1), 0), 'discard',

@@ -43,6 +43,15 @@ pub fn claim_sql(batch: usize) -> &'static str {
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
 const CLAIM_ONE: &str = include_str!("claim_one.sql");
 const UNCLAIM: &str = include_str!("unclaim.sql");
+/// Around the claim, in the messages already sent with it: the claim marks its jobs with
+/// an UPDATE joined to the rows it locked, and the only sane plan for that join is a
+/// nested loop over each row's partition by primary key. A hash or merge join reads every
+/// partition whole, and the planner picks one whenever the statistics say the partitions
+/// are small (a month just made, not analyzed yet, that has since filled up); a cached
+/// plan keeps it until the next ANALYZE. Those two joins are off for the claim alone, and
+/// back before any plugin statement.
+const CLAIM_BEGIN: &str = "BEGIN; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off";
+const CLAIM_END: &str = "RESET enable_hashjoin; RESET enable_mergejoin; SAVEPOINT job";
 
 /// Executor settings.
 #[derive(Debug, Clone)]
@@ -251,7 +260,7 @@ pub enum BatchError {
 ///
 /// The host's own statements are pipelined (sent together, answered together), so a job
 /// costs one round trip before the plugin runs and one after: BEGIN + claim + the first
-/// SAVEPOINT, then RELEASE (or ROLLBACK TO) + the job's record + the next SAVEPOINT (or
+/// SAVEPOINT ([`CLAIM_BEGIN`], [`CLAIM_END`]), then RELEASE (or ROLLBACK TO) + the job's record + the next SAVEPOINT (or
 /// COMMIT). If any of them fails, the error is returned and the connection dropped; the
 /// transaction never commits.
 pub async fn run_batch(
@@ -282,7 +291,7 @@ pub async fn run_batch(
             Claim::One((task, slot, key)) => claim_one.rows(conn, &[task, slot, key, &digest(task)]).await,
         }
     };
-    let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), claimed, conn.batch_execute("SAVEPOINT job")).await?;
+    let (_, rows, _) = try_join3(conn.batch_execute(CLAIM_BEGIN), claimed, conn.batch_execute(CLAIM_END)).await?;
     outcome.claimed = rows.len();
     let mut rows: Vec<Claimed> = rows.iter().map(Claimed::from).collect();
     // In the claim's order (an UPDATE returns its rows in no particular order).

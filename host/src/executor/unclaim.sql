@@ -1,6 +1,6 @@
 -- A claimed job this host cannot run after all (its plugin went away between the claim
 -- and the run): pending again, exactly as it was before claim.sql marked it.
--- The done count the claim added is taken back.
+-- The counts the claim moved are moved back.
 WITH restored AS (
     UPDATE almanac.jobs
     SET status = 'pending', attempts = attempts - 1, completed_at = NULL,
@@ -8,5 +8,5 @@ WITH restored AS (
     WHERE task = $1 AND slot = $2 AND key = $3 AND status = 'done'
     RETURNING task, slot
 )
-INSERT INTO almanac.done_counts (task, month, done)
-SELECT task, date_trunc('month', slot, 'UTC'), -1 FROM restored
+INSERT INTO almanac.job_counts (task, month, pending, done)
+SELECT task, date_trunc('month', slot, 'UTC'), 1, -1 FROM restored

@@ -1,6 +1,7 @@
 -- One bounded batch of done or discarded jobs older than $1 from the default partition
 -- (slots outside every month partition): the only rows prune deletes one by one. Their
--- done count and attempt history go with them.
+-- counts and attempt history go with them (a DELETE on the partition itself does not
+-- fire almanac.jobs' counting trigger, so the counts are taken here).
 WITH gone AS (
     DELETE FROM almanac.jobs_default
     WHERE ctid IN (
@@ -10,8 +11,10 @@ WITH gone AS (
     )
     RETURNING task, slot, key, status
 ), uncounted AS (
-    INSERT INTO almanac.done_counts (task, month, done)
-    SELECT task, date_trunc('month', slot, 'UTC'), -count(*) FROM gone WHERE status = 'done' GROUP BY 1, 2
+    INSERT INTO almanac.job_counts (task, month, done, discarded)
+    SELECT task, date_trunc('month', slot, 'UTC'), -count(*) FILTER (WHERE status = 'done'),
+           -count(*) FILTER (WHERE status = 'discarded')
+    FROM gone GROUP BY 1, 2
 ), history AS (
     DELETE FROM almanac.attempts a USING gone g WHERE (a.task, a.slot, a.key) = (g.task, g.slot, g.key)
 )

@@ -12,4 +12,5 @@ WITH waiting AS (
 )
 SELECT coalesce(w.task, d.task), coalesce(w.pending, 0), coalesce(w.dead, 0), coalesce(d.delivered, 0)
 FROM waiting w
-FULL JOIN delivered d ON d.task IS NOT DISTINCT FROM w.task
+-- A message written some other way has no task (NULL); no task is named ''.
+FULL JOIN delivered d ON coalesce(d.task, '') = coalesce(w.task, '')
