@@ -101,7 +101,7 @@ SELECT count(almanac.add_job_partition(m))
 FROM (
     SELECT DISTINCT date_trunc('month', slot, 'UTC') AS m FROM almanac.jobs_v8
     UNION
-    SELECT date_trunc('month', now(), 'UTC') + make_interval(months => i) FROM generate_series(-1, 3) i
+    SELECT date_trunc('month', now(), 'UTC') + make_interval(months => i) FROM generate_series(-1, 1) i
 ) months;
 
 INSERT INTO almanac.jobs (task, slot, key, status, attempts, run_after, payload, last_error, plugin_digest,
@@ -255,4 +255,28 @@ BEGIN
     DELETE FROM almanac.attempts WHERE slot >= bounds.first AND slot < bounds.next;
     EXECUTE format('DROP TABLE %s', part);
     RETURN dropped;
+END $$;
+
+-- Where a claim looks from (host/src/executor: written into the claim's text, so the
+-- plan holds only these partitions and those after): the start of the oldest month
+-- partition holding a pending job, or of last month if none older does; older still if
+-- the default partition holds a pending job of an older slot (the claim's `slot >=` is a
+-- condition on rows too, and the default partition is in every plan). A generic plan
+-- over a partitioned table locks every partition it names on every execution; over a
+-- year of history that is most of a claim's cost. Hosts ask every few seconds.
+CREATE FUNCTION almanac.claim_floor() RETURNS timestamptz
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    floor timestamptz := date_trunc('month', now(), 'UTC') - interval '1 month';
+    p record;
+    pending boolean;
+BEGIN
+    floor := least(floor, (SELECT date_trunc('month', min(d.slot), 'UTC') FROM almanac.jobs_default d WHERE d.status = 'pending'));
+    FOR p IN SELECT j.partition, j.first FROM almanac.job_partitions j WHERE j.first < floor ORDER BY j.first LOOP
+        EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE status = ''pending'')', p.partition) INTO pending;
+        IF pending THEN
+            RETURN p.first;
+        END IF;
+    END LOOP;
+    RETURN floor;
 END $$;

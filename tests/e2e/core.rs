@@ -67,6 +67,7 @@ async fn two_hosts_share_five_thousand_jobs_and_pay_each_account_once() {
     assert_eq!(db.count("SELECT max(attempts)::bigint FROM almanac.jobs").await, 1);
     a.stop().await;
     b.stop().await;
+    db.counts_agree().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -268,6 +268,7 @@ async fn a_job_that_kills_its_host_is_failed_after_three_crashes_and_its_batch_s
     let mut host = HostProc::spawn(&db, plugins.path(), &["--batch", "4", "--workers", "1"]);
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'", 4, Duration::from_secs(60)).await;
     host.stop().await;
+    db.counts_agree().await;
     let row = db.client.query_one("SELECT status, crashes, attempts, last_error FROM almanac.jobs WHERE key = 'poison'", &[]).await.unwrap();
     let (status, crashes, attempts, error): (String, i32, i32, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
     assert_eq!((status.as_str(), crashes, attempts), ("failed", 3, 3));

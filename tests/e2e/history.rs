@@ -87,6 +87,7 @@ async fn jobs_land_in_their_month_and_far_slots_wait_in_the_default_partition() 
     let made: String = db.client.query_one(&format!("SELECT almanac.add_job_partition({later})"), &[]).await.unwrap().get(0);
     assert_eq!(placement(&db, "key = 'later'").await, [format!("almanac.{made}:1")]);
     host.stop().await;
+    db.counts_agree().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -153,6 +154,7 @@ async fn prune_drops_exactly_the_months_outside_the_horizon_while_a_host_runs() 
         .await;
     assert_eq!(kept, 0);
     host.stop().await;
+    db.counts_agree().await;
 }
 
 async fn db_name(db: &TestDb, sql: &str) -> String {
@@ -208,4 +210,5 @@ async fn a_populated_v4_database_upgrades_in_place_losing_and_rerunning_nothing(
     assert_eq!(db.count("SELECT count(*) FROM points_ledger").await, 4, "today's 3 and the 2016 one, nothing else");
     assert_eq!(status_done(&db, "daily-points"), 365 * 3 + 4);
     host.stop().await;
+    db.counts_agree().await;
 }

@@ -90,6 +90,7 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
         "pruned slots older than 400d: 0 month partition(s) dropped (0 done job(s)), 1 done or discarded job(s) deleted from the default partition"
     );
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'recent'").await, 1);
+    db.counts_agree().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -350,6 +350,7 @@ async fn a_batch_past_its_time_puts_back_the_jobs_it_did_not_start() {
     let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "1", "--batch", "4", "--batch-time", "700ms"]);
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 4, Duration::from_secs(60)).await;
     host.stop().await;
+    db.counts_agree().await;
     // completed_at is the committing transaction's start: two jobs (0.8 s > 0.7 s) per batch.
     assert_eq!(db.count("SELECT count(DISTINCT completed_at) FROM almanac.jobs").await, 2, "two batches");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE attempts = 1 AND last_error IS NULL").await, 4);

@@ -71,7 +71,7 @@ pub async fn measure(cluster: &Cluster, options: &Options, host_options: &host::
     let admin = host.pool.get().await?;
     // No scheduler runs here: the months the history spans are made as a host would.
     let now = crate::db::server_now(&admin).await?;
-    crate::history::ensure(&admin, now - chrono::Duration::days(366), now + chrono::Duration::days(60)).await?;
+    crate::history::ensure(&admin, now - chrono::Duration::days(366), now + chrono::Duration::days(31)).await?;
     let pending_ahead = (done / 10).max(1);
 
     let mut run = 0;

@@ -430,7 +430,7 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     let tasks = vec![TASK.to_owned()];
     let digests = vec!["bench".to_owned()];
     let plan: Vec<String> = client
-        .query(&format!("EXPLAIN {}", executor::claim_sql(1)), &[&tasks, &digests])
+        .query(&format!("EXPLAIN {}", executor::claim_sql(1, None)), &[&tasks, &digests])
         .await?
         .iter()
         .map(|r| r.get::<_, String>(0))
@@ -447,7 +447,7 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
 /// back (so every sample sees the same jobs due).
 async fn claim_latency(client: &tokio_postgres::Client, samples: usize) -> anyhow::Result<(f64, f64)> {
     let (tasks, digests) = (vec![TASK.to_owned()], vec!["bench".to_owned()]);
-    let claim = client.prepare(executor::claim_sql(1)).await?;
+    let claim = client.prepare(executor::claim_sql(1, None)).await?;
     let mut ms = Vec::with_capacity(samples);
     for _ in 0..samples {
         client.batch_execute("BEGIN").await?;

@@ -2,5 +2,7 @@
 TRUNCATE points_ledger;
 TRUNCATE almanac.jobs, almanac.job_counts;
 UPDATE accounts SET points = 0;
+-- Yesterday's slot (16:00 UTC is daily-points' midnight), so the jobs sit in the current
+-- month's partition as a day's jobs do.
 INSERT INTO almanac.jobs (task, slot, key)
-SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts;
+SELECT 'daily-points', date_trunc('day', now(), 'UTC') - interval '8 hours', id::text FROM accounts;

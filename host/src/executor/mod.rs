@@ -30,14 +30,15 @@ const CLAIM: &str = include_str!("claim.sql");
 
 /// The claim for `batch` jobs at a time (claim.sql, its size written in): one text per
 /// batch size, kept for the life of the process, as prepared statements want.
-pub fn claim_sql(batch: usize) -> &'static str {
-    static TEXTS: std::sync::Mutex<Vec<(usize, &'static str)>> = std::sync::Mutex::new(Vec::new());
+pub fn claim_sql(batch: usize, floor: Option<DateTime<Utc>>) -> &'static str {
+    static TEXTS: std::sync::Mutex<Vec<(usize, Option<DateTime<Utc>>, &'static str)>> = std::sync::Mutex::new(Vec::new());
     let mut texts = TEXTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, sql)) = texts.iter().find(|(n, _)| *n == batch) {
+    if let Some((_, _, sql)) = texts.iter().find(|(n, f, _)| *n == batch && *f == floor) {
         return sql;
     }
-    let sql: &'static str = Box::leak(CLAIM.replace("{batch}", &batch.to_string()).into_boxed_str());
-    texts.push((batch, sql));
+    let from = floor.map_or_else(|| "-infinity".to_owned(), |f| f.to_rfc3339());
+    let sql: &'static str = Box::leak(CLAIM.replace("{batch}", &batch.to_string()).replace("{floor}", &from).into_boxed_str());
+    texts.push((batch, floor, sql));
     sql
 }
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
@@ -117,6 +118,7 @@ pub struct Context {
     pub loaded: Arc<Loaded>,
     pub options: Options,
     pub recorder: claims::Recorder,
+    pub floor: crate::history::ClaimFloor,
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
@@ -130,7 +132,7 @@ pub async fn run(
 ) {
     let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
-    let context = Arc::new(Context { loaded, options: options.clone(), recorder });
+    let context = Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default() });
     claims::sweep_once(&pool, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
     workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, shutdown.clone()));
@@ -275,8 +277,9 @@ pub async fn run_batch(
     // Prepared before any plugin runs: a statement is parsed under the role current at
     // the time, and a plugin's role may not even look into schema almanac. (Through a
     // pooler each is sent unnamed after the host's RESET ROLE, to the same effect.)
+    let floor = context.floor.get(&**conn).await?;
     let (claim_due, claim_one, unclaim, failed) =
-        try_join4(Prepared::on(conn, claim_sql(options.batch)), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, UNCLAIM), Prepared::on(conn, MARK_FAILED)).await?;
+        try_join4(Prepared::on(conn, claim_sql(options.batch, floor)), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, UNCLAIM), Prepared::on(conn, MARK_FAILED)).await?;
     let statements = Statements { failed };
     // The jobs are marked done by the plugins loaded now, and run on them: a reload
     // during the batch takes effect with the next one.

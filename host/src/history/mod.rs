@@ -16,6 +16,7 @@ const PARTITIONS: &str = include_str!("partitions.sql");
 const DROP_PARTITION: &str = include_str!("drop_partition.sql");
 const PRUNE_DEFAULT: &str = include_str!("prune_default.sql");
 const OUTSIDE: &str = include_str!("outside.sql");
+const FLOOR: &str = include_str!("floor.sql");
 
 /// Creating or dropping a partition locks almanac.jobs; behind a long transaction it
 /// gives up after this long (and is tried again later) rather than queue every claim
@@ -73,6 +74,41 @@ impl Upkeep {
                 tracing::warn!("could not fold the done counts: {}", crate::db::error_chain(&e));
             }
         }
+    }
+}
+
+/// How often an executor asks where its claims look from.
+const FLOOR_EVERY: Duration = Duration::from_secs(5);
+
+/// Where an executor's claims look from: the start of the oldest month partition that
+/// may hold a pending job (`almanac.claim_floor()`: last month, or an older one that
+/// holds one), written into the claim's text so its plan names only the partitions from
+/// there on. Asked every [`FLOOR_EVERY`] by whichever worker claims first after that; a
+/// job inserted into a month older than the floor (a backfill, an enqueue of an old slot)
+/// is claimed once the floor is asked again, within that time.
+#[derive(Default)]
+pub struct ClaimFloor {
+    /// The last answer, and when it was asked for.
+    state: std::sync::Mutex<(Option<DateTime<Utc>>, Option<Instant>)>,
+}
+
+impl ClaimFloor {
+    /// The floor to claim from (None until first known: no floor).
+    pub async fn get(&self, client: &impl Sql) -> Result<Option<DateTime<Utc>>, tokio_postgres::Error> {
+        let (known, ask) = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let ask = state.1.is_none_or(|at| at.elapsed() >= FLOOR_EVERY);
+            if ask {
+                state.1 = Some(Instant::now());
+            }
+            (state.0, ask)
+        };
+        if !ask {
+            return Ok(known);
+        }
+        let floor: DateTime<Utc> = client.one(FLOOR, &[]).await?.get(0);
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).0 = Some(floor);
+        Ok(Some(floor))
     }
 }
 

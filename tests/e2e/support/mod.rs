@@ -198,6 +198,23 @@ impl TestDb {
         self.client.execute("INSERT INTO fixture_sleeper_control VALUES ($1)", &[&seconds]).await.expect("set the sleep");
     }
 
+    /// The counters `status` reads (almanac.task_counts) agree with a count of the jobs
+    /// themselves, per task and status.
+    pub async fn counts_agree(&self) {
+        let read = |sql: &'static str| async move {
+            let rows = self.client.query(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+            rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1), r.get::<_, i64>(2), r.get::<_, i64>(3), r.get::<_, i64>(4))).collect::<Vec<_>>()
+        };
+        let counted = read("SELECT task, pending, done, failed, discarded FROM almanac.task_counts ORDER BY task").await;
+        let actual = read(
+            "SELECT task, count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'done'),
+                    count(*) FILTER (WHERE status = 'failed'), count(*) FILTER (WHERE status = 'discarded')
+             FROM almanac.jobs GROUP BY task ORDER BY task",
+        )
+        .await;
+        assert_eq!(counted, actual, "almanac.task_counts (task, pending, done, failed, discarded) against the jobs");
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         self.client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
     }
