@@ -12,11 +12,11 @@ const LAYERS: &[&[&str]] = &[
     &["text", "tls"],
     // Time, connections, the WIT bindings, the calendar.
     &["backoff", "db", "bindings", "calendar", "job"],
-    // The private cluster, migrations, wake-ups; database roles and declared tables; the
-    // job history's partitions, counts and pruning.
-    &["cluster", "migrate", "wake", "access", "history"],
-    // What a task is; the outbox (a message's rules, the dispatcher and its sinks).
-    &["task", "outbox"],
+    // The private cluster, migrations, wake-ups; database roles and declared tables.
+    &["cluster", "migrate", "wake", "access"],
+    // What a task is; the outbox (a message's rules, the dispatcher and its sinks); the
+    // job history's partitions, counts, claim floor and pruning (by the tasks' horizons).
+    &["task", "outbox", "history"],
     // What a plugin is lent; counters.
     &["capability", "metrics"],
     // The plugin runtime; the configuration file.
