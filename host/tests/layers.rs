@@ -14,11 +14,11 @@ const LAYERS: &[&[&str]] = &[
     &["backoff", "db", "bindings", "calendar", "job"],
     // The private cluster, migrations, wake-ups; database roles and declared tables.
     &["cluster", "migrate", "wake", "access"],
-    // What a task is; the outbox (a message's rules, the dispatcher and its sinks); the
-    // job history's partitions, counts, claim floor and pruning (by the tasks' horizons).
-    &["task", "outbox", "history"],
-    // What a plugin is lent; counters.
-    &["capability", "metrics"],
+    // What a task is; the outbox (a message's rules, the dispatcher and its sinks).
+    &["task", "outbox"],
+    // What a plugin is lent; counters; the job history's partitions, counts, claim floor
+    // and pruning (by the tasks' horizons).
+    &["capability", "metrics", "history"],
     // The plugin runtime; the configuration file.
     &["plugin", "config"],
     // The data path: cursor -> jobs, claim -> run -> commit (and the operator queries
