@@ -280,3 +280,23 @@ BEGIN
     END LOOP;
     RETURN floor;
 END $$;
+
+-- Outbox messages per publishing task and topic, none read from the delivered history:
+-- pending and dead through their partial indexes, delivered from almanac.delivered_counts.
+-- `status` sums it by task, the dashboard by topic.
+CREATE VIEW almanac.outbox_counts AS
+WITH waiting AS (
+    SELECT task, topic,
+           count(*) FILTER (WHERE status = 'pending') AS pending,
+           count(*) FILTER (WHERE status = 'dead')    AS dead
+    FROM ONLY almanac.outbox
+    WHERE status IN ('pending', 'dead')
+    GROUP BY task, topic
+), delivered AS (
+    SELECT task, topic, sum(delivered)::bigint AS delivered FROM almanac.delivered_counts GROUP BY task, topic
+)
+-- A message written some other way has no task (NULL); no task is named ''.
+SELECT coalesce(w.task, d.task) AS task, coalesce(w.topic, d.topic) AS topic,
+       coalesce(w.pending, 0) AS pending, coalesce(w.dead, 0) AS dead, coalesce(d.delivered, 0) AS delivered
+FROM waiting w
+FULL JOIN delivered d ON coalesce(d.task, '') = coalesce(w.task, '') AND d.topic = w.topic;
