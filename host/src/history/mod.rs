@@ -1,7 +1,8 @@
 //! The job history: `almanac.jobs` in month partitions (migration V9). Partitions are
-//! made ahead of need by running hosts and by backfill; done counts are kept beside the
-//! rows (claims add, failures and put-backs take away) and folded here; `prune` drops
-//! whole months outside every task's backfill horizon instead of deleting rows.
+//! made ahead of need by running hosts and by backfill; the counters beside the rows
+//! (`almanac.job_counts`, `almanac.delivered_counts`: deltas appended where jobs and
+//! messages change) are folded here; claims look from a floor ([`ClaimFloor`]); `prune`
+//! drops whole months outside every task's backfill horizon instead of deleting rows.
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -17,13 +18,14 @@ const DROP_PARTITION: &str = include_str!("drop_partition.sql");
 const PRUNE_DEFAULT: &str = include_str!("prune_default.sql");
 const OUTSIDE: &str = include_str!("outside.sql");
 const FLOOR: &str = include_str!("floor.sql");
+const WIDEST_HORIZON: &str = include_str!("widest_horizon.sql");
 
 /// Creating or dropping a partition locks almanac.jobs; behind a long transaction it
 /// gives up after this long (and is tried again later) rather than queue every claim
 /// behind it.
 const LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '2s'";
-/// How often a running host checks its partitions ahead (a month is created ~3 months
-/// before it starts) and folds the done counts.
+/// How often a running host checks its partitions ahead (a month is made a month before
+/// it starts) and folds the counters.
 const ENSURE_EVERY: Duration = Duration::from_secs(600);
 const FOLD_EVERY: Duration = Duration::from_secs(5);
 
@@ -50,7 +52,7 @@ pub async fn ensure(client: &Client, from: DateTime<Utc>, to: DateTime<Utc>) -> 
 }
 
 /// What the scheduler does between rounds: partitions ahead every [`ENSURE_EVERY`],
-/// done counts folded every [`FOLD_EVERY`]. A failure is logged and tried again later:
+/// counters folded every [`FOLD_EVERY`]. A failure is logged and tried again later:
 /// neither is needed for a job to run (an insert without its month lands in the default
 /// partition; unfolded counts are still summed).
 #[derive(Default)]
@@ -71,7 +73,7 @@ impl Upkeep {
         if due(self.folded, FOLD_EVERY) {
             self.folded = Some(Instant::now());
             if let Err(e) = locked(client, FOLD, &[], |_| ()).await {
-                tracing::warn!("could not fold the done counts: {}", crate::db::error_chain(&e));
+                tracing::warn!("could not fold the job and message counters: {}", crate::db::error_chain(&e));
             }
         }
     }
@@ -148,9 +150,7 @@ pub struct Pruned {
 /// than it in bounded batches. Refuses, deleting nothing, if that reaches inside any
 /// task's backfill horizon.
 pub async fn prune(client: &Client, older_than: Duration) -> Result<Pruned, PruneError> {
-    let widest = client
-        .opt("SELECT task, extract(epoch FROM horizon)::float8 FROM almanac.schedules ORDER BY horizon DESC, task LIMIT 1", &[])
-        .await?;
+    let widest = client.opt(WIDEST_HORIZON, &[]).await?;
     if let Some(row) = widest {
         let horizon = Duration::from_secs_f64(row.get::<_, f64>(1).max(0.0));
         if older_than < horizon {
