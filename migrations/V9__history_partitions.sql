@@ -114,6 +114,15 @@ FROM almanac.jobs_v8;
 ALTER TABLE almanac.jobs ADD CONSTRAINT payload_at_most_1mib
     CHECK (payload IS NULL OR octet_length(payload::text) <= 1048576) NOT VALID;
 
+-- A slot and a run_after are instants the host reads back into its own type (years 1 to
+-- 9999 here): '-infinity', 'infinity' or year 200000 would be stored, then fail to decode
+-- in the claim of every host that reached the row (and a '-infinity' slot in the default
+-- partition would set every claim's floor to it). Refused at the door instead, whoever
+-- inserts. NOT VALID, like the payload's bound: rows already there are not re-read.
+ALTER TABLE almanac.jobs ADD CONSTRAINT instants_in_range
+    CHECK (slot >= '0001-01-01 00:00:00+00' AND slot < '10000-01-01 00:00:00+00'
+           AND run_after >= '0001-01-01 00:00:00+00' AND run_after < '10000-01-01 00:00:00+00') NOT VALID;
+
 DROP TABLE almanac.jobs_v8;
 
 CREATE TRIGGER jobs_notify AFTER INSERT ON almanac.jobs
@@ -271,7 +280,8 @@ DECLARE
     p record;
     pending boolean;
 BEGIN
-    floor := least(floor, (SELECT date_trunc('month', min(d.slot), 'UTC') FROM almanac.jobs_default d WHERE d.status = 'pending'));
+    floor := least(floor, (SELECT date_trunc('month', greatest(min(d.slot), '0001-01-01 00:00:00+00'), 'UTC')
+                           FROM almanac.jobs_default d WHERE d.status = 'pending'));
     FOR p IN SELECT j.partition, j.first FROM almanac.job_partitions j WHERE j.first < floor ORDER BY j.first LOOP
         EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE status = ''pending'')', p.partition) INTO pending;
         IF pending THEN

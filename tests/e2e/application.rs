@@ -91,6 +91,11 @@ async fn an_application_enqueues_in_its_own_transaction() {
             "23514",
             "violates check constraint \"payload_at_most_1mib\"",
         ),
+        // Instants the host could not read back (every claim reaching the row would fail).
+        ("SELECT almanac.enqueue('fixture-attacker', '-infinity', 'k', off_calendar => true)", "23514", "instants_in_range"),
+        ("SELECT almanac.enqueue('fixture-attacker', 'infinity', 'k', off_calendar => true)", "23514", "instants_in_range"),
+        ("SELECT almanac.enqueue('fixture-attacker', '200000-01-01T00:00:00Z', 'k', off_calendar => true)", "23514", "instants_in_range"),
+        ("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'k', run_after => 'infinity')", "23514", "instants_in_range"),
         // The role holds EXECUTE on the two functions and nothing else.
         ("SELECT count(*) FROM almanac.jobs", "42501", "permission denied for table jobs"),
         ("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-attacker', now(), 'forged')", "42501", "permission denied for table jobs"),
