@@ -1,7 +1,9 @@
-//! Least privilege in the database. Each plugin runs its statements under its own
-//! `NOLOGIN` role (`SET LOCAL ROLE` inside the job's transaction), and that role holds
-//! exactly the table privileges the plugin's `describe()` declares: never anything in
-//! schema `almanac`, never another plugin's undeclared table.
+//! Least privilege in the database. Each plugin has a role of its own, and that role
+//! holds exactly the table privileges the plugin's `describe()` declares, plus EXECUTE on
+//! the functions of schema `almanac_job` (the host's bookkeeping in the job's
+//! transaction, each touching only that task's rows): never anything in schema
+//! `almanac`, never another plugin's undeclared table. The plugin's statements run in
+//! sessions of a login that is a member of this role alone ([`crate::login`]).
 //!
 //! The host's own connection role needs no superuser: it must be able to create roles
 //! (`CREATEROLE`), or find them created for it, be a member of each plugin role, and
@@ -32,7 +34,7 @@ const OWNED_SEQUENCES: &str = "SELECT s.oid::regclass::text FROM pg_depend d JOI
      WHERE d.classid = 'pg_class'::regclass AND d.refobjid = to_regclass($1) AND s.relkind = 'S' AND d.deptype IN ('a', 'i')";
 
 /// Schemas no plugin role is ever granted anything in.
-const HOST_SCHEMAS: &[&str] = &["almanac", "pg_catalog", "information_schema", "pg_toast"];
+const HOST_SCHEMAS: &[&str] = &["almanac", "almanac_job", "pg_catalog", "information_schema", "pg_toast"];
 
 /// One table a plugin declares, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,18 +91,10 @@ pub fn role_name(task: &str) -> String {
     format!("{}_{}", &name[..50], &digest[..12])
 }
 
-
-/// The statement that makes a task's role current for the rest of the (sub)transaction.
-pub fn set_role_sql(role: &str) -> String {
-    format!("SET LOCAL ROLE {}", quote_ident(role))
-}
-
 /// A plugin's role, as a call's session uses it.
 #[derive(Debug)]
 pub struct Role {
     pub name: String,
-    /// `SET LOCAL ROLE "<name>"`.
-    pub set: String,
     /// The schemas of the tables the plugin declares: its own functions there may be
     /// called by its statements.
     pub schemas: Vec<String>,
@@ -109,7 +103,7 @@ pub struct Role {
 impl Role {
     pub fn new(name: &str, tables: &[TableGrant]) -> Role {
         let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
-        Role { name: name.to_owned(), set: set_role_sql(name), schemas: schemas_of(&names) }
+        Role { name: name.to_owned(), schemas: schemas_of(&names) }
     }
 }
 
@@ -187,30 +181,39 @@ fn lost_race(e: &tokio_postgres::Error) -> bool {
     e.code().is_some_and(|c| ["23505", "42710", "XX000", "40001"].contains(&c.code()))
 }
 
-/// Run a plugin's setup statements (already checked by the policy) as the plugin's own
-/// role, so PostgreSQL's ownership and privilege checks apply to them as they would to
-/// the plugin: INHERITS or PARTITION OF a table it does not own, or a foreign key to a
-/// table it may not reference, fail here. The role may create tables in the schemas of
-/// its writable tables for the length of setup only ([`grant`], which follows in the
-/// same transaction, revokes it); the tables it creates are its own.
-pub async fn run_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &[String], statements: &[String]) -> Result<(), AccessError> {
+/// Let `role` create tables in the schemas of its writable tables, for the length of
+/// its setup: [`grant`], which follows it, revokes this.
+pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &[String]) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
-    let names: Vec<String> = writable.to_vec();
-    for schema in schemas_of(&names) {
+    for schema in schemas_of(writable) {
         tx.batch_execute(&format!("GRANT USAGE, CREATE ON SCHEMA {} TO {grantee}", quote_ident(&schema)))
             .await
             .map_err(|e| AccessError::Grant { privileges: "CREATE".into(), table: format!("schema {schema}"), role: role.to_owned(), reason: crate::db::error_chain(&e) })?;
     }
-    tx.batch_execute(&set_role_sql(role)).await?;
+    Ok(())
+}
+
+/// Run a plugin's setup statements (already checked by the policy) in a session of the
+/// plugin's own login, as the plugin's role, so PostgreSQL's ownership and privilege
+/// checks apply to them as they would to the plugin: INHERITS or PARTITION OF a table it
+/// does not own, or a foreign key to a table it may not reference, fail here; the tables
+/// it creates are its role's (not the login's: logins are per database).
+pub async fn run_setup(session: &(impl GenericClient + Sql), role: &str, statements: &[String]) -> Result<(), AccessError> {
+    session.batch_execute(&format!("SET LOCAL ROLE {}", quote_ident(role))).await?;
     for statement in statements {
-        tx.batch_execute(statement).await.map_err(|e| AccessError::Setup { statement: crate::text::clip(statement.clone(), 200), role: role.to_owned(), reason: crate::db::error_chain(&e) })?;
+        session.batch_execute(statement).await.map_err(|e| AccessError::Setup { statement: crate::text::clip(statement.clone(), 200), role: role.to_owned(), reason: crate::db::error_chain(&e) })?;
     }
-    tx.batch_execute("RESET ROLE").await?;
     Ok(())
 }
 
 /// Make `role`'s privileges in this database exactly `tables`, inside `tx`.
 pub async fn grant(tx: &(impl GenericClient + Sql), role: &str, tables: &[TableGrant]) -> Result<(), AccessError> {
+    grant_present(tx, role, tables, false).await
+}
+
+/// [`grant`]; `skip_missing`: a declared table that does not exist yet is left out (a
+/// dry run's setup creates it later, in the plugin's own rolled-back transaction).
+pub async fn grant_present(tx: &(impl GenericClient + Sql), role: &str, tables: &[TableGrant], skip_missing: bool) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
     for row in tx.rows(HELD_TABLES, &[&role]).await? {
         let table: String = row.get(0);
@@ -222,6 +225,9 @@ pub async fn grant(tx: &(impl GenericClient + Sql), role: &str, tables: &[TableG
     }
     for table in tables {
         let Some(row) = tx.opt(RESOLVE_TABLE, &[&table.name, &role]).await? else {
+            if skip_missing {
+                continue;
+            }
             return Err(AccessError::MissingTable { table: table.name.clone() });
         };
         let (resolved, schema, owned): (String, String, bool) = (row.get(0), row.get(1), row.get(2));
@@ -246,6 +252,8 @@ pub async fn grant(tx: &(impl GenericClient + Sql), role: &str, tables: &[TableG
         }
         tx.batch_execute(&grants).await.map_err(denied)?;
     }
+    // The host's bookkeeping in the plugin's sessions: claim, failure record, outbox.
+    tx.batch_execute(&format!("GRANT USAGE ON SCHEMA almanac_job TO {grantee}; GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA almanac_job TO {grantee}")).await?;
     Ok(())
 }
 
@@ -270,6 +278,5 @@ mod tests {
         let long_b = role_name(&format!("{}b", "a".repeat(63)));
         assert!(long_a.len() <= 63 && long_b.len() <= 63);
         assert_ne!(long_a, long_b);
-        assert_eq!(set_role_sql("almanac_task_daily-points"), "SET LOCAL ROLE \"almanac_task_daily-points\"");
     }
 }

@@ -58,6 +58,8 @@ pub struct Folder {
     dir: PathBuf,
     config: Option<Config>,
     metrics: Arc<Metrics>,
+    /// Sessions as each plugin's own login: where its setup runs.
+    logins: Arc<crate::login::Logins>,
     /// What the executor and the scheduler read; replaced whole when the folder changes.
     pub loaded: Arc<Loaded>,
     /// Files refused for good, with the digest refused: not tried (or reported) again
@@ -73,8 +75,8 @@ pub struct Folder {
 }
 
 impl Folder {
-    pub fn new(runtime: Arc<Runtime>, dir: PathBuf, config: Option<Config>, metrics: Arc<Metrics>) -> Folder {
-        Folder { runtime, dir, config, metrics, loaded: Arc::default(), refused: HashMap::new(), disagreeing: HashMap::new(), register_schedules: true }
+    pub fn new(runtime: Arc<Runtime>, dir: PathBuf, config: Option<Config>, metrics: Arc<Metrics>, logins: Arc<crate::login::Logins>) -> Folder {
+        Folder { runtime, dir, config, metrics, logins, loaded: Arc::default(), refused: HashMap::new(), disagreeing: HashMap::new(), register_schedules: true }
     }
 
     /// The configuration file the folder's plugins are adjusted by, if any.
@@ -172,7 +174,7 @@ impl Folder {
             None => format!("{} (as its plugin declares it)", plugin.path.display()),
         };
         let file = plugin.path.display().to_string();
-        install(conn, &plugin, &self.runtime.policy, &settings, self.register_schedules.then_some(source.as_str())).await.map_err(|e| {
+        install(conn, &self.logins, &plugin, &self.runtime.policy, &settings, self.register_schedules.then_some(source.as_str())).await.map_err(|e| {
             match e.downcast::<scheduler::applied::Disagreement>() {
                 Ok(source) => Refusal::Disagrees { file, source },
                 Err(e) => Refusal::Setup { file, task: plugin.name().to_owned(), source: e.into() },
@@ -308,15 +310,36 @@ fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
 
 /// Give a plugin its tables and its role (its idempotent DDL, checked, then grants of
 /// exactly the tables it declares), record it as loaded and register its schedule.
-/// Setup runs one plugin at a time across hosts.
-async fn install(conn: &mut Object, plugin: &Plugin, policy: &Policy, settings: &TaskSettings, register: Option<&str>) -> anyhow::Result<()> {
+/// Setup runs one plugin at a time across hosts, in a session of the plugin's own login.
+async fn install(
+    conn: &mut Object,
+    logins: &crate::login::Logins,
+    plugin: &Plugin,
+    policy: &Policy,
+    settings: &TaskSettings,
+    register: Option<&str>,
+) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     check_setup(plugin, policy).await?;
     let client: &tokio_postgres::Client = conn;
     access::ensure_role(client, &spec.role).await?;
     let tx = conn.transaction().await?;
     tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
-    give_tables(&*tx, plugin).await?;
+    crate::login::ensure(&*tx, plugin.name(), &spec.role, false).await?;
+    if !spec.setup.is_empty() {
+        access::open_setup(&*tx, &spec.role, &spec.writable()).await?;
+    }
+    tx.commit().await?;
+    if !spec.setup.is_empty() {
+        let mut session = logins.get(plugin.name()).await?;
+        let setup = session.transaction().await?;
+        setup.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
+        access::run_setup(&*setup, &spec.role, &spec.setup).await?;
+        setup.commit().await?;
+    }
+    let tx = conn.transaction().await?;
+    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
+    access::grant(&*tx, &spec.role, &spec.tables).await?;
     tx.exec(
         "INSERT INTO almanac.plugins (name, digest, version) VALUES ($1, $2, $3)
          ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, loaded_at = now()",
@@ -346,20 +369,34 @@ async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Its setup run as its role, then grants of exactly the tables it declares.
-async fn give_tables(client: &(impl tokio_postgres::GenericClient + Sql), plugin: &Plugin) -> anyhow::Result<()> {
+/// What a dry run needs before its plugin's session opens, committed on `client`: the
+/// plugin's role as a login, the right to run its setup, and grants of the declared
+/// tables that exist already (roles are cluster-wide, and a session can only log in as
+/// a committed role). The setup itself runs in the dry run's own transaction
+/// ([`dry_setup`]), rolled back with it.
+pub async fn prepare_login(client: &mut Object, plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
     let spec = &plugin.spec;
+    check_setup(plugin, policy).await?;
+    access::ensure_role(&***client, &spec.role).await?;
+    let tx = client.transaction().await?;
+    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
+    crate::login::ensure(&*tx, plugin.name(), &spec.role, false).await?;
+    access::grant_present(&*tx, &spec.role, &spec.tables, true).await?;
     if !spec.setup.is_empty() {
-        access::run_setup(client, &spec.role, &spec.writable(), &spec.setup).await?;
+        access::open_setup(&*tx, &spec.role, &spec.writable()).await?;
     }
-    access::grant(client, &spec.role, &spec.tables).await?;
+    tx.commit().await?;
     Ok(())
 }
 
-/// Everything [`install`] gives a plugin (role, setup, grants), inside the transaction
-/// open on `client`, recording nothing: for a dry run that rolls it all back.
-pub async fn prepare_in(client: &(impl tokio_postgres::GenericClient + Sql), plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
-    check_setup(plugin, policy).await?;
-    access::ensure_role(client, &plugin.spec.role).await?;
-    give_tables(client, plugin).await
+/// A dry run's setup, in the plugin's session and the dry run's open transaction.
+pub async fn dry_setup(session: &(impl tokio_postgres::GenericClient + Sql), plugin: &Plugin) -> anyhow::Result<()> {
+    access::run_setup(session, &plugin.spec.role, &plugin.spec.setup).await?;
+    Ok(())
+}
+
+/// After a dry run: the setup's right to create tables taken back.
+pub async fn finish_login(client: &Object, plugin: &Plugin) -> anyhow::Result<()> {
+    access::grant_present(&***client, &plugin.spec.role, &plugin.spec.tables, true).await?;
+    Ok(())
 }

@@ -1,8 +1,11 @@
 //! A dry run: one plugin's `run` (for one job) or `plan` (for one slot) against the
 //! configured database, in a single transaction that is rolled back unless the caller
-//! asks to commit. The plugin's role, setup and grants are made inside that same
-//! transaction, so a rolled-back dry run leaves nothing behind: not a row, not a role.
-//! Every statement the plugin sent is kept, with its parameters and what it did.
+//! asks to commit, in a session of the plugin's own login (as a host runs it). The
+//! plugin's setup runs inside that same transaction, so a rolled-back dry run leaves no
+//! row and no table behind; what it cannot roll back: the plugin's role (a login, made
+//! and granted as a deploy would make it: roles are cluster-wide, and a session logs in
+//! only as a committed one) and sequences the plugin advanced (`nextval` is never rolled
+//! back). Every statement the plugin sent is kept, with its parameters and what it did.
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,6 +17,7 @@ use deadpool_postgres::Pool;
 use crate::bindings::almanac::plugin::types::Job;
 use crate::capability::db::Trace;
 use crate::config::Config;
+use crate::login::Logins;
 use crate::plugin::{Plugin, Runtime};
 
 /// What a dry run did.
@@ -58,10 +62,18 @@ pub async fn load(runtime: &Arc<Runtime>, plugins: &Path, config: Option<&Path>,
 }
 
 /// `run` of one job `(task, slot, key)`.
-pub async fn run(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTime<Utc>, key: &str, payload: Option<String>, commit: bool) -> anyhow::Result<Tried> {
+pub async fn run(
+    (pool, logins): (&Pool, &Logins),
+    runtime: &Runtime,
+    plugin: &Plugin,
+    slot: DateTime<Utc>,
+    key: &str,
+    payload: Option<String>,
+    commit: bool,
+) -> anyhow::Result<Tried> {
     let applied = plugin.applied();
     let job = Job { task: plugin.name().to_owned(), slot: applied.wit_slot(&applied.slot_at(slot)), key: key.to_owned(), attempt: 1, payload };
-    within(pool, runtime, plugin, commit, |conn| async move {
+    within((pool, logins), runtime, plugin, commit, |conn| async move {
         let (called, trace) = plugin.run_traced(&conn, &job).await;
         (called.result.map(|()| Vec::new()).map_err(|e| e.to_string()), trace)
     })
@@ -69,10 +81,10 @@ pub async fn run(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTime
 }
 
 /// `plan` of one slot, page by page (at most `limit` keys in all).
-pub async fn plan(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTime<Utc>, limit: u32, commit: bool) -> anyhow::Result<Tried> {
+pub async fn plan((pool, logins): (&Pool, &Logins), runtime: &Runtime, plugin: &Plugin, slot: DateTime<Utc>, limit: u32, commit: bool) -> anyhow::Result<Tried> {
     let applied = plugin.applied();
     let wit_slot = applied.wit_slot(&applied.slot_at(slot));
-    within(pool, runtime, plugin, commit, |conn| async move {
+    within((pool, logins), runtime, plugin, commit, |conn| async move {
         let (mut keys, mut statements) = (Vec::<String>::new(), Trace::default());
         loop {
             let page = (limit as usize).saturating_sub(keys.len()).min(1000) as u32;
@@ -86,37 +98,37 @@ pub async fn plan(pool: &Pool, runtime: &Runtime, plugin: &Plugin, slot: DateTim
                 Ok(found) => keys.extend(found),
                 Err(e) => return (Err(e.to_string()), statements),
             }
-            // The plugin's role ends with each page, as the scheduler ends it.
-            if called.ending.role_used && conn.batch_execute(crate::capability::db::END_CALL).await.is_err() {
-                break;
-            }
         }
         (Ok(keys), statements)
     })
     .await
 }
 
-/// One transaction on a connection of `pool`: the plugin's role, setup and grants,
-/// `call`, then COMMIT when asked (and the call succeeded), else ROLLBACK.
-async fn within<F, Fut>(pool: &Pool, runtime: &Runtime, plugin: &Plugin, commit: bool, call: F) -> anyhow::Result<Tried>
+/// One transaction in a session of the plugin's login: its setup, `call`, then COMMIT
+/// when asked (and the call succeeded), else ROLLBACK. The login is made (and the
+/// setup's right to create tables given, then taken back) through `pool`, as the host.
+async fn within<F, Fut>((pool, logins): (&Pool, &Logins), runtime: &Runtime, plugin: &Plugin, commit: bool, call: F) -> anyhow::Result<Tried>
 where
     F: FnOnce(Arc<deadpool_postgres::Object>) -> Fut,
     Fut: std::future::Future<Output = (Result<Vec<String>, String>, Trace)>,
 {
-    let conn = Arc::new(pool.get().await?);
-    conn.batch_execute("BEGIN").await?;
-    if let Err(e) = crate::catalog::prepare_in(&***conn, plugin, &runtime.policy).await {
-        conn.batch_execute("ROLLBACK").await?;
-        return Err(e.context(format!("setting up {}", plugin.name())));
+    let mut host = pool.get().await?;
+    crate::catalog::prepare_login(&mut host, plugin, &runtime.policy).await.map_err(|e| e.context(format!("setting up {}", plugin.name())))?;
+    let tried = async {
+        let conn = Arc::new(logins.get(plugin.name()).await?);
+        conn.batch_execute("BEGIN").await?;
+        if let Err(e) = crate::catalog::dry_setup(&***conn, plugin).await {
+            conn.batch_execute("ROLLBACK").await?;
+            return Err(e.context(format!("setting up {}", plugin.name())));
+        }
+        let started = Instant::now();
+        let (outcome, trace) = call(conn.clone()).await;
+        let elapsed = started.elapsed();
+        let committed = commit && outcome.is_ok();
+        conn.batch_execute(if committed { "COMMIT" } else { "ROLLBACK" }).await?;
+        Ok(Tried { trace, outcome, elapsed, committed })
     }
-    let started = Instant::now();
-    let (outcome, trace) = call(conn.clone()).await;
-    let elapsed = started.elapsed();
-    let committed = commit && outcome.is_ok();
-    match committed {
-        // The plugin's role ends before its writes commit, as after any job.
-        true => conn.batch_execute(&format!("{}; COMMIT", crate::capability::db::END_CALL)).await?,
-        false => conn.batch_execute("ROLLBACK").await?,
-    }
-    Ok(Tried { trace, outcome, elapsed, committed })
+    .await;
+    crate::catalog::finish_login(&host, plugin).await?;
+    tried
 }

@@ -66,6 +66,8 @@ impl Options {
 
 pub struct Host {
     pub pool: Pool,
+    /// Sessions as each plugin's own login: where plugin SQL runs.
+    pub logins: Arc<crate::login::Logins>,
     /// The plugins loaded now (swapped on reload).
     pub loaded: Arc<Loaded>,
     target: crate::db::Target,
@@ -121,7 +123,9 @@ impl Host {
         let file = options.config.as_deref().map(crate::config::Config::load).transpose()?;
         let topics = file.as_ref().map(|f| f.outbox()).transpose()?.unwrap_or_default();
         let dispatcher = outbox::Dispatcher::new(&topics, outbox::Options::default())?;
-        let mut folder = Folder::new(runtime, options.plugins_dir.clone(), file, options.metrics.clone());
+        // A session per worker per task at most, and one for the scheduler's plan.
+        let logins = crate::login::Logins::new(&target, pool.clone(), options.executor.workers + 1);
+        let mut folder = Folder::new(runtime, options.plugins_dir.clone(), file, options.metrics.clone(), logins.clone());
         folder.register_schedules = options.register_schedules;
         let loaded = folder.loaded.clone();
         // Tasks an override may name: those served, and those whose plugin loaded but
@@ -152,7 +156,7 @@ impl Host {
         if loaded.load().is_empty() {
             tracing::warn!(dir = %options.plugins_dir.display(), "no plugins loaded");
         }
-        Ok(Host { pool, loaded, target, listen, options, dispatcher, folder })
+        Ok(Host { pool, logins, loaded, target, listen, options, dispatcher, folder })
     }
 
     /// Where the host connects (for a pool of the listener's own).
@@ -209,9 +213,10 @@ impl Host {
             }
             None => Some(wake_tx),
         };
-        tasks.spawn(scheduler::run(self.pool.clone(), self.loaded.clone(), self.options.scheduler.clone(), shutdown.clone()));
+        tasks.spawn(scheduler::run(self.pool.clone(), self.logins.clone(), self.loaded.clone(), self.options.scheduler.clone(), shutdown.clone()));
         tasks.spawn(executor::run(
             self.pool.clone(),
+            self.logins.clone(),
             self.loaded.clone(),
             self.options.executor.clone(),
             self.options.metrics.clone(),

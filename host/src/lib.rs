@@ -26,6 +26,7 @@ pub mod history;
 pub mod host;
 pub mod http;
 pub mod job;
+pub mod login;
 pub mod metrics;
 pub mod migrate;
 pub mod outbox;

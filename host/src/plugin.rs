@@ -429,23 +429,22 @@ impl Plugin {
         finish(&store, outcome.map(|r| r.map(Ok)), self.spec.timeout, self.runtime.limits.memory_bytes).result
     }
 
-    /// Run one job inside the transaction open on `conn`. `role_set`: this plugin's role
-    /// is current already (its previous job in the transaction left it set).
-    pub async fn run(&self, conn: &Arc<Object>, job: &Job, role_set: bool) -> Called<()> {
-        self.run_lent(Lent::Conn(conn.clone()), job, false, role_set).await.0
+    /// Run one job inside the transaction open on `conn`, a session of the plugin's login.
+    pub async fn run(&self, conn: &Arc<Object>, job: &Job) -> Called<()> {
+        self.run_lent(Lent::Conn(conn.clone()), job, false).await.0
     }
 
     /// [`Plugin::run`], keeping every statement the call sent (a dry run).
     pub async fn run_traced(&self, conn: &Arc<Object>, job: &Job) -> (Called<()>, Trace) {
-        self.run_lent(Lent::Conn(conn.clone()), job, true, false).await
+        self.run_lent(Lent::Conn(conn.clone()), job, true).await
     }
 
     /// Run one job against a [`Lent::Noop`] transaction: the host's cost alone.
     pub async fn run_noop(&self, job: &Job) -> Result<(), CallError> {
-        self.run_lent(Lent::Noop, job, false, false).await.0.result
+        self.run_lent(Lent::Noop, job, false).await.0.result
     }
 
-    async fn run_lent(&self, lent: Lent, job: &Job, traced: bool, role_set: bool) -> (Called<()>, Trace) {
+    async fn run_lent(&self, lent: Lent, job: &Job, traced: bool) -> (Called<()>, Trace) {
         let fields = CallFields {
             plugin: self.spec.name.clone(),
             task: job.task.clone(),
@@ -453,9 +452,6 @@ impl Plugin {
             key: job.key.clone(),
         };
         let (mut store, _) = self.store(lent, fields, traced);
-        if role_set {
-            store.data_mut().db.role_is_set();
-        }
         let (instance, tx) = match self.ready(&mut store).await {
             Ok(ready) => ready,
             Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Trace::default()),

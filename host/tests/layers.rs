@@ -12,8 +12,9 @@ const LAYERS: &[&[&str]] = &[
     &["text", "tls"],
     // Time, connections, the WIT bindings, the calendar.
     &["backoff", "db", "bindings", "calendar", "job"],
-    // The private cluster, migrations, wake-ups; database roles and declared tables.
-    &["cluster", "migrate", "wake", "access"],
+    // The private cluster, migrations, wake-ups; database roles and declared tables;
+    // plugin logins (the sessions plugin SQL runs in).
+    &["cluster", "migrate", "wake", "access", "login"],
     // What a task is; the outbox (a message's rules, the dispatcher and its sinks).
     &["task", "outbox"],
     // What a plugin is lent; counters; the job history's partitions, counts, claim floor

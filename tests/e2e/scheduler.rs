@@ -33,14 +33,26 @@ async fn two_schedulers_racing_for_200_ticks_never_double_generate_or_skip() {
     let runtime = Runtime::new(Limits::default(), None, almanac::db::plain()).unwrap();
     let plugin = Arc::new(runtime.load(&built_plugins().join("fixture_minutely.wasm")).await.unwrap());
     let options = scheduler::Options { max_slots_per_tick: 5, ..scheduler::Options::default() };
-    let pool = db::pool(&db::config(&db.url, &Default::default()).unwrap(), 2).unwrap();
+    let target = db::config(&db.url, &Default::default()).unwrap();
+    let pool = db::pool(&target, 2).unwrap();
+    // plan runs in a session of the task's own login, which a host makes when it loads
+    // the plugin; these ticks run without a host.
+    {
+        let mut conn = pool.get().await.unwrap();
+        almanac::access::ensure_role(&**conn, &plugin.spec.role).await.unwrap();
+        let tx = conn.transaction().await.unwrap();
+        almanac::login::ensure(&*tx, plugin.name(), &plugin.spec.role, false).await.unwrap();
+        almanac::access::grant(&*tx, &plugin.spec.role, &plugin.spec.tables).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+    let logins = almanac::login::Logins::new(&target, pool.clone(), 2);
     let mut racers = Vec::new();
     for _ in 0..2 {
-        let (conn, plugin, options) = (Arc::new(pool.get().await.unwrap()), plugin.clone(), options.clone());
+        let (conn, plugin, options, logins) = (Arc::new(pool.get().await.unwrap()), plugin.clone(), options.clone(), logins.clone());
         racers.push(tokio::spawn(async move {
             let mut generated = 0;
             for _ in 0..200 {
-                generated += scheduler::tick(&conn, &plugin, &options).await.unwrap().generated;
+                generated += scheduler::tick(&conn, &logins, &plugin, &options).await.unwrap().generated;
             }
             generated
         }));
@@ -54,7 +66,7 @@ async fn two_schedulers_racing_for_200_ticks_never_double_generate_or_skip() {
     // every due slot.
     let conn = Arc::new(pool.get().await.unwrap());
     loop {
-        let outcome = scheduler::tick(&conn, &plugin, &options).await.unwrap();
+        let outcome = scheduler::tick(&conn, &logins, &plugin, &options).await.unwrap();
         claimed += outcome.generated;
         if outcome.generated == 0 {
             break;
@@ -87,9 +99,9 @@ async fn two_schedulers_racing_for_200_ticks_never_double_generate_or_skip() {
         .await
         .unwrap();
     let conn = Arc::new(pool.get().await.unwrap());
-    assert_eq!(scheduler::tick(&conn, &plugin, &options).await.unwrap(), scheduler::TickOutcome::default());
+    assert_eq!(scheduler::tick(&conn, &logins, &plugin, &options).await.unwrap(), scheduler::TickOutcome::default());
     db.client.batch_execute("UPDATE almanac.schedules SET paused = false").await.unwrap();
-    assert!(scheduler::tick(&conn, &plugin, &options).await.unwrap().generated >= 3);
+    assert!(scheduler::tick(&conn, &logins, &plugin, &options).await.unwrap().generated >= 3);
     assert_eq!(db.count(GAPS).await, 0);
 }
 

@@ -291,7 +291,7 @@ async fn run_floor(pool: &deadpool_postgres::Pool, workers: usize, batch: usize,
 async fn run_almanac(host: &host::Host, options: executor::Options, admin: &tokio_postgres::Client) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let (_wake, wake_rx) = watch::channel(0u64);
-    let executor = tokio::spawn(executor::run(host.pool.clone(), host.loaded.clone(), options, Default::default(), wake_rx, shutdown.clone()));
+    let executor = tokio::spawn(executor::run(host.pool.clone(), host.logins.clone(), host.loaded.clone(), options, Default::default(), wake_rx, shutdown.clone()));
     // Cheap through the partial index, so polling barely touches the measurement.
     loop {
         let left: bool = admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending' AND run_after <= now())", &[]).await?.get(0);
@@ -427,15 +427,10 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
         .query_one("SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'done') FROM almanac.jobs", &[])
         .await?;
     ensure!(counts.get::<_, i64>(0) == options.generate && counts.get::<_, i64>(1) == options.generate, "depth not as set up");
-    let tasks = vec![TASK.to_owned()];
-    let digests = vec!["bench".to_owned()];
-    let plan: Vec<String> = client
-        .query(&format!("EXPLAIN {}", executor::claim_sql(1, None)), &[&tasks, &digests])
-        .await?
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .collect();
-    let plan = plan.join("\n");
+    // The claim runs in a session of the task's login; in this throwaway database the
+    // bench's own session stands in for it.
+    client.execute("INSERT INTO almanac.plugin_logins (login, task, password) VALUES (session_user, $1, '')", &[&TASK]).await?;
+    let plan = claim_plan(&client).await?;
     if !claim_reads_pending_index_in_order(&plan) {
         bail!("the claim does not read the partial index jobs_pending of each partition in claim order (a sort or a table scan):\n{plan}");
     }
@@ -443,16 +438,30 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     Ok((p50, p99, plan))
 }
 
+/// The plan of the claim's statement as the database holds it (the body of
+/// `almanac_job.claim`), its variables given as the host gives them at --batch 1 and the
+/// function's planner settings in force.
+async fn claim_plan(client: &tokio_postgres::Client) -> anyhow::Result<String> {
+    let source: String = client.query_one("SELECT prosrc FROM pg_proc WHERE oid = 'almanac_job.claim'::regproc", &[]).await?.get(0);
+    let body = source.split("RETURN QUERY").nth(1).and_then(|b| b.rsplit_once("END")).map(|(b, _)| b.trim().trim_end_matches(';')).context("the claim's body")?;
+    let statement = body.replace("= mine", "= $1").replace(">= floor", ">= '-infinity'").replace("LIMIT batch", "LIMIT 1").replace("= digest", "= $2");
+    client
+        .batch_execute("BEGIN; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off")
+        .await?;
+    let plan = client.query(&format!("EXPLAIN {statement}"), &[&TASK, &"bench"]).await;
+    client.batch_execute("ROLLBACK").await?;
+    Ok(plan?.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>().join("\n"))
+}
+
 /// (p50, p99) milliseconds of the host's claim at --batch 1, each in a transaction rolled
 /// back (so every sample sees the same jobs due).
 async fn claim_latency(client: &tokio_postgres::Client, samples: usize) -> anyhow::Result<(f64, f64)> {
-    let (tasks, digests) = (vec![TASK.to_owned()], vec!["bench".to_owned()]);
-    let claim = client.prepare(executor::claim_sql(1, None)).await?;
+    let claim = client.prepare("SELECT * FROM almanac_job.claim(1, '-infinity', 'bench')").await?;
     let mut ms = Vec::with_capacity(samples);
     for _ in 0..samples {
         client.batch_execute("BEGIN").await?;
         let started = Instant::now();
-        let rows = client.query(&claim, &[&tasks, &digests]).await?;
+        let rows = client.query(&claim, &[]).await?;
         ms.push(started.elapsed().as_secs_f64() * 1e3);
         ensure!(rows.len() == 1, "claim returned {} rows", rows.len());
         client.batch_execute("ROLLBACK").await?;

@@ -25,12 +25,15 @@ impl Host for Session {
             let e = DbError { sqlstate: None, message: refusal.to_string(), retryable: false };
             return Ok(Err(self.fail(e)));
         }
-        let task = if self.task.is_empty() { Value::Null } else { Value::Text(self.task.clone()) };
-        let params = vec![Value::Text(topic), Value::Text(key), Value::Bytes(payload), Value::Text(content_type), task];
-        // The db interface's own path: same connection, deadline, cancel-on-deadline and
-        // first-error bookkeeping as the plugin's statements, but sent as the host (the
-        // plugin's role has no privilege on `almanac.outbox`, by design).
-        let inserted = self.execute(PUBLISH.to_owned(), params, Who::Host).await?;
-        Ok(inserted.map(|n| if n == 0 { PublishOutcome::AlreadyPublished } else { PublishOutcome::Published }))
+        let params = vec![Value::Text(topic), Value::Text(key), Value::Bytes(payload), Value::Text(content_type)];
+        // The db interface's own path: same session, deadline, cancel-on-deadline and
+        // first-error bookkeeping as the plugin's statements, through the one function
+        // of the host's that writes `almanac.outbox` for the session's own task (the
+        // plugin's role has no privilege on the table itself, by design).
+        let inserted = self.query(PUBLISH.to_owned(), params, Who::Host).await?;
+        Ok(inserted.map(|rows| match rows.rows.first().and_then(|row| row.first()) {
+            Some(Value::Int(0)) => PublishOutcome::AlreadyPublished,
+            _ => PublishOutcome::Published,
+        }))
     }
 }

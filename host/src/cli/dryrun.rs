@@ -54,15 +54,15 @@ pub async fn run(url: &str, data_dir: &std::path::Path, args: TryArgs) -> anyhow
     if let Some(payload) = &args.payload {
         serde_json::from_str::<serde_json::Value>(payload).context("--payload is not JSON")?;
     }
-    let (pool, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
-    let tried = dryrun::run(&pool, &runtime, &plugin, slot, &args.key, args.payload.clone(), args.source.commit).await?;
+    let (pool, logins, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
+    let tried = dryrun::run((&pool, &logins), &runtime, &plugin, slot, &args.key, args.payload.clone(), args.source.commit).await?;
     println!("try {} slot {} key {:?}", plugin.name(), slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true), args.key);
     Ok(report(&tried, None))
 }
 
 pub async fn plan(url: &str, data_dir: &std::path::Path, args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let (pool, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
-    let tried = dryrun::plan(&pool, &runtime, &plugin, slot, args.limit, args.source.commit).await?;
+    let (pool, logins, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
+    let tried = dryrun::plan((&pool, &logins), &runtime, &plugin, slot, args.limit, args.source.commit).await?;
     println!("plan {} slot {} (at most {} keys)", plugin.name(), slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true), args.limit);
     Ok(report(&tried, Some(args.limit)))
 }
@@ -79,14 +79,25 @@ pub async fn scratch(data_dir: &std::path::Path, name: &str) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<(deadpool_postgres::Pool, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>)> {
+type Prepared = (deadpool_postgres::Pool, std::sync::Arc<almanac::login::Logins>, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>);
+
+async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<Prepared> {
     let target = db::config(url, &db::SessionSettings::default())?;
     let pool = db::pool(&target.role("cli"), 1)?;
+    // A dry run works on any database: one Almanac never ran on is migrated first.
+    if !db::pooled() {
+        let mut conn = pool.get().await?;
+        let applied = almanac::migrate::run(&mut conn).await?;
+        if !applied.is_empty() {
+            eprintln!("migrated the database first ({} migrations): a dry run needs Almanac's tables", applied.len());
+        }
+    }
+    let logins = almanac::login::Logins::new(&target, pool.clone(), 1);
     let runtime = plugin::Runtime::new(plugin::Limits::default(), Some(data_dir.join("cache")), target.tls.clone())?;
     let config = source.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists()));
     let plugin = dryrun::load(&runtime, &source.plugins, config.as_deref(), &source.task).await?;
     let slot = super::parse_slot(plugin.spec.schedule.as_ref(), &source.slot).context("--slot")?;
-    Ok((pool, runtime, plugin, slot))
+    Ok((pool, logins, runtime, plugin, slot))
 }
 
 /// Print what the call did; exit 1 if it failed.

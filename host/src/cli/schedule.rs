@@ -361,7 +361,7 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
         bar.set_message(format!("backfill {}", args.task));
         bar
     });
-    let outcome = scheduler::backfill(&conn, &plugin, from, to, &options.scheduler, |done, _| {
+    let outcome = scheduler::backfill(&conn, &host.logins, &plugin, from, to, &options.scheduler, |done, _| {
         if let Some(bar) = &bar {
             bar.set_position(done.generated as u64);
         }

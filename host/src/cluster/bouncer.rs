@@ -25,7 +25,7 @@ impl Bouncer {
             dir.join("pgbouncer.ini"),
             format!(
                 "[databases]\n* = host={socket} port={pg}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
-                 auth_type = trust\nauth_file = {users}\npool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 20\n\
+                 auth_type = trust\nauth_file = {users}\nauth_user = postgres\npool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 20\n\
                  logfile = {log}\npidfile = {pid}\nadmin_users = postgres\n",
                 socket = cluster.socket_dir.display(),
                 pg = cluster.port,

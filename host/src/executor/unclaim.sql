@@ -1,12 +1,4 @@
--- A claimed job this host cannot run after all (its plugin went away between the claim
--- and the run): pending again, exactly as it was before claim.sql marked it.
--- The counts the claim moved are moved back.
-WITH restored AS (
-    UPDATE almanac.jobs
-    SET status = 'pending', attempts = attempts - 1, completed_at = NULL,
-        last_error = $4, plugin_digest = $5
-    WHERE task = $1 AND slot = $2 AND key = $3 AND status = 'done'
-    RETURNING task, slot
-)
-INSERT INTO almanac.job_counts (task, month, pending, done)
-SELECT task, date_trunc('month', slot, 'UTC'), 1, -1 FROM restored
+-- A claimed job ($1 slot, $2 key of the session's task) this host does not run after
+-- all: pending again, exactly as it was before claim.sql marked it ($3 its last error,
+-- $4 its digest then).
+SELECT almanac_job.unclaim($1, $2, $3, $4)

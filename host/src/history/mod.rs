@@ -95,6 +95,16 @@ pub struct ClaimFloor {
 }
 
 impl ClaimFloor {
+    /// The last floor known, without asking (None until first known: no floor).
+    pub fn current(&self) -> Option<DateTime<Utc>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).0
+    }
+
+    /// Whether it is time to ask again.
+    pub fn stale(&self) -> bool {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1.is_none_or(|at| at.elapsed() >= FLOOR_EVERY)
+    }
+
     /// The floor to claim from (None until first known: no floor).
     pub async fn get(&self, client: &impl Sql) -> Result<Option<DateTime<Utc>>, tokio_postgres::Error> {
         let (known, ask) = {

@@ -1,5 +1,4 @@
--- One outbox message, in the job's transaction. A second publish of the same
--- (topic, key) inserts nothing and reports 0 rows: the first payload stands.
-INSERT INTO almanac.outbox (topic, key, payload, content_type, task)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (topic, key) DO NOTHING
+-- One outbox message, in the job's transaction, sent in the plugin's own session: the
+-- function records the session's task as the publisher. A second publish of the same
+-- (topic, key) inserts nothing and returns 0: the first payload stands.
+SELECT almanac_job.publish($1, $2, $3, $4)::bigint AS inserted

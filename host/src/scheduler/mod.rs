@@ -3,7 +3,10 @@
 //! inserts the jobs and advances the cursor, all in one transaction per bounded batch
 //! of slots. A crash between batches resumes from the last committed slot; a second
 //! scheduler finds the row locked and skips it.
-use futures_util::future::try_join;
+//!
+//! `plan` runs in a session of the plugin's own login ([`crate::login`]), in a
+//! read-only repeatable-read transaction of its own beside the host's: it only reads
+//! which keys belong to a slot, and every page of a batch sees one snapshot.
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::calendar::{Schedule, Slot};
 use crate::task::Applied;
-use crate::capability::db::END_CALL;
 use crate::job::MAX_KEY_BYTES;
+use crate::login::Logins;
 use crate::plugin::{CallError, Loaded, Plugin};
 use crate::db::Sql;
 
@@ -58,6 +61,8 @@ impl Default for Options {
 pub enum SchedulerError {
     #[error("database error: {0}")]
     Db(#[from] tokio_postgres::Error),
+    #[error(transparent)]
+    Login(#[from] crate::login::LoginError),
     #[error("plan of {task} for slot {slot} failed: {error}")]
     Plan {
         task: String,
@@ -94,12 +99,59 @@ pub async fn enqueue(
     Ok(client.exec(ENQUEUE, &[&task, &slot, &key, &payload.cloned()]).await? == 1)
 }
 
+/// The plugin's session `plan` runs in, opened at its first call in a batch and ended
+/// with the batch.
+pub struct Planner<'a> {
+    logins: &'a Logins,
+    session: Option<Arc<Object>>,
+}
+
+impl<'a> Planner<'a> {
+    pub fn new(logins: &'a Logins) -> Planner<'a> {
+        Planner { logins, session: None }
+    }
+
+    /// The session, in its read-only transaction.
+    async fn session(&mut self, task: &str) -> Result<Arc<Object>, SchedulerError> {
+        if let Some(session) = &self.session {
+            return Ok(session.clone());
+        }
+        let session = Arc::new(self.logins.get(task).await?);
+        // Repeatable read: every `plan` page of the batch sees one snapshot of the
+        // plugin's tables, so paging cannot skip or repeat a key that moves meanwhile.
+        session.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        self.session = Some(session.clone());
+        Ok(session)
+    }
+
+    /// End the batch's planning transaction (it wrote nothing) and what it left behind.
+    pub async fn end(&mut self) -> Result<(), SchedulerError> {
+        if let Some(session) = self.session.take() {
+            session.batch_execute(&format!("ROLLBACK; {}", crate::login::CLEAN)).await?;
+        }
+        Ok(())
+    }
+
+    /// After a failure: the session is not returned to its pool.
+    fn discard(&mut self) {
+        if let Some(session) = self.session.take() {
+            if let Ok(session) = Arc::try_unwrap(session) {
+                drop(Object::take(session));
+            }
+        }
+    }
+}
+
 /// Generate the due slots of one task, up to the batch bound, in one transaction.
-pub async fn tick(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
-    // Repeatable read: every `plan` page of the batch sees one snapshot of the
-    // plugin's tables, so paging cannot skip or repeat a key that moves meanwhile.
+pub async fn tick(conn: &Arc<Object>, logins: &Logins, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
+    let mut planner = Planner::new(logins);
     conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
-    match generate(conn, plugin, options).await {
+    let generated = generate(conn, &mut planner, plugin, options).await;
+    match &generated {
+        Ok(_) => planner.end().await?,
+        Err(_) => planner.discard(),
+    }
+    match generated {
         Ok(outcome) => {
             conn.batch_execute("COMMIT").await?;
             Ok(outcome)
@@ -116,7 +168,7 @@ pub async fn tick(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
     }
 }
 
-async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
+async fn generate(conn: &Arc<Object>, planner: &mut Planner<'_>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
     let spec = &plugin.spec;
     // An on-demand task has nothing to generate; its record is read for its settings.
     let read = if spec.schedule.is_some() { LOCK_SCHEDULE } else { READ_APPLIED };
@@ -138,7 +190,7 @@ async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
         return Ok(TickOutcome::default());
     }
     let due = schedule.slots_after(cursor).take_while(|s| s.start <= now);
-    let (outcome, last) = generate_slots(conn, plugin, &applied, schedule, due, Some(now), options).await?;
+    let (outcome, last) = generate_slots(conn, planner, plugin, &applied, schedule, due, Some(now), options).await?;
     if let Some(last) = last {
         conn.exec(ADVANCE_CURSOR, &[&spec.name, &last]).await?;
         tracing::info!(task = %spec.name, generated = outcome.generated, skipped = outcome.skipped, jobs = outcome.jobs, through = %last, "slots generated");
@@ -148,8 +200,10 @@ async fn generate(conn: &Arc<Object>, plugin: &Plugin, options: &Options) -> Res
 
 /// Generate (or, per the catch-up policy as of `policy_now`, skip) `slots` until the
 /// batch bound; returns what was done and the start of the last slot handled.
+#[allow(clippy::too_many_arguments)]
 async fn generate_slots(
     conn: &Arc<Object>,
+    planner: &mut Planner<'_>,
     plugin: &Plugin,
     applied: &Applied,
     schedule: &Schedule,
@@ -167,7 +221,7 @@ async fn generate_slots(
         }
         match policy_now.and_then(|now| applied.catch_up.skips(schedule, &slot, now)) {
             None => {
-                let (planned, jobs) = plan_slot(conn, plugin, applied, &slot, options).await?;
+                let (planned, jobs) = plan_slot(conn, planner, plugin, applied, &slot, options).await?;
                 let reason = policy_now.is_none().then_some("backfill");
                 conn.exec(RECORD_GENERATED, &[&spec.name, &slot.start, &reason, &(jobs as i64)]).await?;
                 outcome.generated += 1;
@@ -189,6 +243,7 @@ async fn generate_slots(
 /// twice adds nothing.
 pub async fn backfill(
     conn: &Arc<Object>,
+    logins: &Logins,
     plugin: &Plugin,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
@@ -208,13 +263,16 @@ pub async fn backfill(
     loop {
         let slots = schedule.slots_after(after).take_while(|s| s.start < to);
         conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
-        let batch = match generate_slots(conn, plugin, &applied, schedule, slots, None, options).await {
+        let mut planner = Planner::new(logins);
+        let batch = match generate_slots(conn, &mut planner, plugin, &applied, schedule, slots, None, options).await {
             Ok(batch) => batch,
             Err(e) => {
+                planner.discard();
                 conn.batch_execute("ROLLBACK").await?;
                 return Err(e);
             }
         };
+        planner.end().await?;
         conn.batch_execute("COMMIT").await?;
         let (outcome, last) = batch;
         total.generated += outcome.generated;
@@ -232,24 +290,27 @@ pub async fn backfill(
 
 /// Ask `plan` for the slot's keys page by page and insert them; returns (keys planned,
 /// jobs inserted).
-async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, schedule: &Applied, slot: &Slot, options: &Options) -> Result<(u64, u64), SchedulerError> {
+async fn plan_slot(
+    conn: &Arc<Object>,
+    planner: &mut Planner<'_>,
+    plugin: &Plugin,
+    schedule: &Applied,
+    slot: &Slot,
+    options: &Options,
+) -> Result<(u64, u64), SchedulerError> {
     let spec = &plugin.spec;
     let wit_slot = &schedule.wit_slot(slot);
     let start = slot.start;
     let bad = |problem: String| SchedulerError::BadPlan { task: spec.name.clone(), slot: slot.label.clone(), problem };
     let insert = crate::db::Prepared::on(conn, INSERT_JOBS).await?;
+    let session = planner.session(&spec.name).await?;
     let mut after: Option<String> = None;
     let (mut planned, mut inserted) = (0, 0);
     loop {
-        let called = plugin.plan(conn, wit_slot, after.as_deref(), options.plan_page).await;
+        let called = plugin.plan(&session, wit_slot, after.as_deref(), options.plan_page).await;
         let cancel_sent = called.ending.cancel_sent;
         let keys = called.result.map_err(|error| SchedulerError::Plan { task: spec.name.clone(), slot: slot.label.clone(), error, cancel_sent })?;
-        // The plugin's statements ran under its role; the host's own follow as the host.
-        let end_call = called.ending.role_used.then_some(END_CALL);
         let Some(last) = keys.last() else {
-            if let Some(end_call) = end_call {
-                conn.batch_execute(end_call).await?;
-            }
             break;
         };
         if keys.len() > options.plan_page as usize {
@@ -264,11 +325,7 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, schedule: &Applied, slot
         if after.as_deref() == Some(last.as_str()) {
             return Err(bad(format!("the page after {last:?} again (paging does not advance)")));
         }
-        let n = match end_call {
-            // The host's insert goes out right behind the role's end, in one round trip.
-            Some(end_call) => try_join(conn.batch_execute(end_call), insert.exec(conn, &[&spec.name, &start, &keys])).await?.1,
-            None => insert.exec(conn, &[&spec.name, &start, &keys]).await?,
-        };
+        let n = insert.exec(conn, &[&spec.name, &start, &keys]).await?;
         inserted += n;
         planned += keys.len() as u64;
         after = Some(last.clone());
@@ -280,13 +337,14 @@ async fn plan_slot(conn: &Arc<Object>, plugin: &Plugin, schedule: &Applied, slot
 /// a long backlog cannot starve the others. A task whose tick fails (its plan, or a
 /// statement the server refused) is retried with its own backoff; only a lost
 /// connection ends the round.
-pub async fn run(pool: Pool, loaded: Arc<Loaded>, options: Options, shutdown: CancellationToken) {
+pub async fn run(pool: Pool, logins: Arc<Logins>, loaded: Arc<Loaded>, options: Options, shutdown: CancellationToken) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
     let mut upkeep = crate::history::Upkeep::default();
     while !shutdown.is_cancelled() {
         let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
         // Before generating: the months the slots fall in exist (checked every 10 minutes).
         upkeep.run(&conn).await;
+        logins.close_idle();
         let conn = Arc::new(conn);
         let (mut healthy, mut more) = (true, false);
         // The plugins as loaded now; a reload meanwhile is seen on the next round.
@@ -299,10 +357,14 @@ pub async fn run(pool: Pool, loaded: Arc<Loaded>, options: Options, shutdown: Ca
             if backoff.get(&name).is_some_and(|(until, _)| Instant::now() < *until) {
                 continue;
             }
-            match tick(&conn, plugin, &options).await {
+            match tick(&conn, &logins, plugin, &options).await {
                 Ok(outcome) => {
                     backoff.remove(&name);
                     more |= outcome.more;
+                }
+                Err(SchedulerError::Login(e)) if e.transient() => {
+                    tracing::warn!(task = %name, "scheduler cannot open the task's session: {e}");
+                    healthy = false;
                 }
                 Err(SchedulerError::Db(e)) if crate::db::is_transient(&e) => {
                     tracing::warn!(task = %name, "scheduler lost its database connection: {}", crate::db::error_chain(&e));

@@ -1,11 +1,10 @@
-//! The database side of one plugin call: the call's connection, the plugin's role, the
-//! deadline, the result budget and the first error. Every statement a plugin sends, and
+//! The database side of one plugin call: the call's connection (a session of the
+//! plugin's own login), the deadline, the result budget and the first error. Every statement a plugin sends, and
 //! every statement the host sends on its behalf (an outbox insert), goes through here.
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Object;
-use futures_util::future::try_join;
 use futures_util::{pin_mut, TryStreamExt};
 use postgres_types::ToSql;
 
@@ -17,19 +16,19 @@ use crate::bindings::almanac::plugin::types::{DbError, Rows, Value};
 /// a plugin generating unique SQL cannot grow a connection without bound.
 const STATEMENT_CACHE_LIMIT: usize = 256;
 
+/// Longer statements are never kept prepared: with [`STATEMENT_CACHE_LIMIT`] this bounds
+/// what one connection's cache can hold in the server's memory (400 distinct 60 KB
+/// statements per job once grew backends past 1 GB).
+const CACHED_STATEMENT_BYTES: usize = 4096;
+
 /// How long a cancelled statement may take to report its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
-/// Sent after every plugin statement, in the same round trip: the role the session is
-/// in now. A statement that changed it (a function the parser could not see into) fails
-/// the call before the plugin can send another.
-const CURRENT_ROLE: &str = "SELECT current_user::text";
-
-/// Undoes what a plugin's call may have left on its connection: its role, and any
-/// setting changed through a function (the reset value of each setting is the host's
-/// own, given when it connected). Sent by whoever ends a call that succeeded; a failed
-/// call is undone by rolling back to its savepoint.
-pub const END_CALL: &str = "RESET ROLE; RESET ALL";
+/// Undoes what a plugin's call may have left on its session: any setting changed
+/// through a function (the reset value of each is the one given when the session
+/// connected). Sent by whoever ends a call that succeeded; a failed call is undone by
+/// rolling back to its savepoint.
+pub const END_CALL: &str = "RESET ALL";
 
 /// What a call's `transaction` is backed by.
 #[derive(Clone)]
@@ -47,9 +46,11 @@ pub enum Lent {
 /// Whose statement a [`Session`] sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Who {
-    /// The plugin's: checked by the statement policy, run under the plugin's role.
+    /// The plugin's: checked by the statement policy.
     Plugin,
-    /// The host's own on the plugin's behalf (an outbox insert): run as the host.
+    /// The host's own on the plugin's behalf (an outbox message, through
+    /// `almanac_job.publish`): not checked by the policy; the session is the plugin's
+    /// all the same.
     Host,
 }
 
@@ -67,9 +68,8 @@ pub struct Ending {
     pub cancel_sent: bool,
     /// The connection can no longer be trusted (lost, or a cancel went unanswered).
     pub broken: bool,
-    /// The plugin's role is current at the end of this call (set in it, or before it):
-    /// [`END_CALL`] must come before the host's own statements or another plugin's call.
-    pub role_used: bool,
+    /// The plugin sent a statement: [`END_CALL`] must follow before its next job.
+    pub used: bool,
 }
 
 /// The database side of one plugin call.
@@ -79,7 +79,7 @@ pub struct Session {
     conn: Lent,
     deadline: Instant,
     policy: Arc<Policy>,
-    /// The plugin's database role; none only for `describe()` and the benchmark.
+    /// The plugin's database role (its session's user); none only for `describe()`.
     role: Option<Arc<crate::access::Role>>,
     /// Bytes of rows one query may return: the plugin's memory cap, since a larger
     /// result could never be handed to it anyway.
@@ -159,12 +159,6 @@ impl Session {
     pub fn traced(mut self) -> Self {
         self.trace = Some(Trace::default());
         self
-    }
-
-    /// The plugin's role is current already: set by its previous job in this
-    /// transaction, which ended without [`END_CALL`].
-    pub fn role_is_set(&mut self) {
-        self.ending.role_used = true;
     }
 
     /// The statements kept so far, and how many more were sent.
@@ -262,53 +256,20 @@ impl Session {
                 return Ok(Err(self.fail(DbError { sqlstate: None, message: "no transaction is open during describe()".into(), retryable: false })))
             }
         };
-        // The role switches this statement needs: the plugin's role before its first
-        // statement; for the host's own statement, the host's role before it and the
-        // plugin's again after it.
         let role = self.role.clone();
-        let (before, after) = match (who, &role, self.ending.role_used) {
-            (Who::Plugin, Some(role), false) => (Some(role.set.as_str()), None),
-            (Who::Host, Some(role), true) => (Some("RESET ROLE"), Some(role.set.as_str())),
-            _ => (None, None),
-        };
-        let guard = who == Who::Plugin && role.is_some();
         let params: Vec<value::Param> = params.iter().map(value::Param).collect();
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
         let work = async {
             if conn.statement_cache.size() > STATEMENT_CACHE_LIMIT {
                 conn.statement_cache.clear();
             }
-            let current_role = match guard {
-                true => Some(crate::db::Prepared::on(&conn, CURRENT_ROLE).await?),
-                false => None,
+            // Through a pooler, and when long, a statement is not kept: dropped at the end
+            // of this block, so its Close goes out before the transaction can end.
+            let statement = match crate::db::pooled() || sql.len() > CACHED_STATEMENT_BYTES {
+                true => conn.prepare(&sql).await?,
+                false => conn.prepare_cached(&sql).await?,
             };
-            let statement = async {
-                // Parsed after the switch: name lookup (schema privileges) is checked then.
-                // Through a pooler it is not kept: dropped at the end of this block, so
-                // its Close goes out before the transaction can end.
-                let statement = match crate::db::pooled() {
-                    true => conn.prepare(&sql).await?,
-                    false => conn.prepare_cached(&sql).await?,
-                };
-                // The statement and the role check go out together and are answered in order.
-                match &current_role {
-                    Some(check) => {
-                        let (output, rows) = try_join(send(&conn, &statement, &refs), async { Ok(check.rows(&conn, &[]).await?) }).await?;
-                        Ok::<_, Failed>((output, rows.first().map(|row| row.get::<_, String>(0))))
-                    }
-                    None => Ok((send(&conn, &statement, &refs).await?, None)),
-                }
-            };
-            let (output, now) = match before {
-                // Polled first, so sent first: the switch precedes the statement, in the
-                // same round trip.
-                Some(switch) => try_join(async { conn.batch_execute(switch).await.map_err(Failed::Db) }, statement).await?.1,
-                None => statement.await?,
-            };
-            if let Some(switch) = after {
-                conn.batch_execute(switch).await?;
-            }
-            Ok::<_, Failed>((output, now))
+            send(&conn, &statement, &refs).await
         };
         tokio::pin!(work);
         let outcome = match tokio::time::timeout_at(self.deadline.into(), &mut work).await {
@@ -321,25 +282,11 @@ impl Session {
                 return Err(wasmtime::format_err!("deadline exceeded while waiting for the database"));
             }
         };
-        if who == Who::Plugin && before.is_some() {
-            self.ending.role_used = true;
+        if who == Who::Plugin {
+            self.ending.used = true;
         }
         match outcome {
-            Ok((output, now)) => {
-                if let (Some(now), Some(role)) = (now, &role) {
-                    if now != role.name {
-                        return Ok(Err(self.fail(DbError {
-                            sqlstate: Some("42501".into()),
-                            message: format!(
-                                "refused: the plugin left its database role (after its statement the session runs as {now:?}, not {:?}); the job's work is rolled back",
-                                role.name
-                            ),
-                            retryable: false,
-                        })));
-                    }
-                }
-                Ok(Ok(output))
-            }
+            Ok(output) => Ok(Ok(output)),
             Err(Failed::Oversized) => {
                 // The server is still sending rows: stop it rather than read them all.
                 self.send_cancel(&conn).await;

@@ -1,0 +1,169 @@
+//! Plugin logins: the sessions a plugin's SQL runs in. Each task has, in each database,
+//! a login role of its own that is a member of the task's role ([`crate::access`]) and of
+//! nothing else; the hosts make its password, keep it in `almanac.plugin_logins` and
+//! share it. Every connection that runs a plugin's statements (its jobs, its plan, its
+//! setup, a dry run) logs in as that role, so its *session user* holds nothing but the
+//! plugin's rights. No statement, however it reaches `set_config('role', ...)`, can make
+//! such a session the host: the host is not a role the session user is a member of.
+//!
+//! The login is per database (its name carries a digest of the database's), because role
+//! names are the cluster's: two Almanac databases on one server, each with a task of the
+//! same name, would otherwise keep replacing each other's password.
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use deadpool_postgres::{Object, Pool};
+
+use crate::db::{Sql, Target};
+
+const CREDENTIALS: &str = "SELECT login, password FROM almanac.plugin_logins WHERE task = $1";
+const STORE: &str = "INSERT INTO almanac.plugin_logins (login, task, password) VALUES ($1, $2, $3)
+     ON CONFLICT (login) DO UPDATE SET task = EXCLUDED.task, password = EXCLUDED.password, rotated_at = now()";
+/// Whether the login exists as a role, can log in, and has its password recorded here.
+const LOGIN_STATE: &str = "SELECT r.rolcanlogin, EXISTS (SELECT 1 FROM almanac.plugin_logins l WHERE l.login = r.rolname AND l.task = $2)
+     FROM pg_roles r WHERE r.rolname = $1";
+
+/// Sent after a transaction in a plugin's session ends: whatever its statements may have
+/// left on the session past it (through a function the statement policy did not see
+/// into): session advisory locks, cursors held open, LISTEN, temporary tables, settings.
+/// The session is the plugin's own, so this keeps one job's leftovers from its task's
+/// next jobs, and from blocking the host (a session advisory lock once outlived its job).
+pub const CLEAN: &str = "SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; DISCARD TEMP; RESET ALL";
+
+/// Idle plugin sessions older than this are closed (a task that ran once an hour keeps
+/// no connection open in between).
+const IDLE: Duration = Duration::from_secs(60);
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    #[error("task {task} has no login yet (a host makes one when it loads the plugin)")]
+    Missing { task: String },
+    #[error("cannot log in as task {task}'s role: {reason}")]
+    Connect { task: String, reason: String },
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+}
+
+impl LoginError {
+    /// The database (or the way to it) failing, rather than a missing login.
+    pub fn transient(&self) -> bool {
+        match self {
+            LoginError::Missing { .. } => false,
+            LoginError::Connect { .. } => true,
+            LoginError::Db(e) => crate::db::is_transient(e),
+        }
+    }
+}
+
+/// A fresh random password: 32 bytes of the OS's randomness, hex-encoded.
+fn new_password() -> String {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+/// The login role of `task` in `database`: at most 63 bytes, distinct per (database, task).
+pub fn login_name(task: &str, database: &str) -> String {
+    use sha2::Digest;
+    let db = &hex::encode(sha2::Sha256::digest(database.as_bytes()))[..8];
+    let name = format!("almanac_login_{task}_{db}");
+    if name.len() <= 63 {
+        return name;
+    }
+    let digest = hex::encode(sha2::Sha256::digest(task.as_bytes()));
+    let mut cut = 36;
+    while !task.is_char_boundary(cut.min(task.len())) {
+        cut -= 1;
+    }
+    format!("almanac_login_{}_{}_{db}", &task[..cut.min(task.len())], &digest[..4])
+}
+
+/// Make `task`'s login in this database (a member of `role`, the task's role, alone)
+/// with a password the hosts share, unless it is ready already (`rotate`: give it a new
+/// password either way). The password reaches the server only as a SCRAM-SHA-256
+/// verifier, so no server log can show it. Runs inside the caller's transaction, which
+/// holds the setup lock.
+pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str, role: &str, rotate: bool) -> Result<(), tokio_postgres::Error> {
+    let database: String = tx.one("SELECT current_database()::text", &[]).await?.get(0);
+    let login = login_name(task, &database);
+    let state = tx.opt(LOGIN_STATE, &[&login, &task]).await?.map(|row| (row.get::<_, bool>(0), row.get::<_, bool>(1)));
+    if state == Some((true, true)) && !rotate {
+        return Ok(());
+    }
+    let password = new_password();
+    let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
+    let (login_q, role_q) = (crate::db::quote_ident(&login), crate::db::quote_ident(role));
+    let statement = match state {
+        None => format!("CREATE ROLE {login_q} LOGIN INHERIT PASSWORD '{verifier}' IN ROLE {role_q}"),
+        Some(_) => format!("ALTER ROLE {login_q} LOGIN INHERIT PASSWORD '{verifier}'; GRANT {role_q} TO {login_q}"),
+    };
+    tx.batch_execute(&statement).await?;
+    tx.exec(STORE, &[&login, &task, &password]).await?;
+    Ok(())
+}
+
+/// Every task's pool of sessions as its login, made on first use.
+pub struct Logins {
+    target: Target,
+    host: Pool,
+    size: usize,
+    pools: Mutex<HashMap<String, Pool>>,
+}
+
+impl Logins {
+    /// Sessions to `target` (the host's own, its user replaced), credentials read through
+    /// `host`, at most `size` per task.
+    pub fn new(target: &Target, host: Pool, size: usize) -> Arc<Logins> {
+        Arc::new(Logins { target: target.clone(), host, size, pools: Mutex::new(HashMap::new()) })
+    }
+
+    /// A session of `task`'s login. A password rotated meanwhile is read again once.
+    pub async fn get(&self, task: &str) -> Result<Object, LoginError> {
+        let pool = self.pool(task).await?;
+        match pool.get().await {
+            Ok(conn) => Ok(conn),
+            Err(e) if is_auth(&e) => {
+                self.forget(task);
+                let pool = self.pool(task).await?;
+                pool.get().await.map_err(|e| LoginError::Connect { task: task.to_owned(), reason: crate::db::error_chain(&e) })
+            }
+            Err(e) => Err(LoginError::Connect { task: task.to_owned(), reason: crate::db::error_chain(&e) }),
+        }
+    }
+
+    /// Drop `task`'s pool (its login changed): the next [`Logins::get`] reads it anew.
+    pub fn forget(&self, task: &str) {
+        self.pools.lock().unwrap_or_else(|e| e.into_inner()).remove(task);
+    }
+
+    /// Close sessions idle for a while, in every task's pool.
+    pub fn close_idle(&self) {
+        for pool in self.pools.lock().unwrap_or_else(|e| e.into_inner()).values() {
+            pool.retain(|_, metrics| metrics.last_used() < IDLE);
+        }
+    }
+
+    async fn pool(&self, task: &str) -> Result<Pool, LoginError> {
+        if let Some(pool) = self.pools.lock().unwrap_or_else(|e| e.into_inner()).get(task) {
+            return Ok(pool.clone());
+        }
+        let host = self.host.get().await.map_err(|e| LoginError::Connect { task: task.to_owned(), reason: crate::db::error_chain(&e) })?;
+        let row = host.opt(CREDENTIALS, &[&task]).await?.ok_or_else(|| LoginError::Missing { task: task.to_owned() })?;
+        let (login, password): (String, String) = (row.get(0), row.get(1));
+        let mut target = self.target.role(&format!("plugin {task}"));
+        target.config.user(&login).password(password);
+        let pool = crate::db::pool(&target, self.size).map_err(|e| LoginError::Connect { task: task.to_owned(), reason: e.to_string() })?;
+        self.pools.lock().unwrap_or_else(|e| e.into_inner()).insert(task.to_owned(), pool.clone());
+        Ok(pool)
+    }
+}
+
+/// A refused password (28P01) or login (28000).
+fn is_auth(e: &deadpool_postgres::PoolError) -> bool {
+    match e {
+        deadpool_postgres::PoolError::Backend(pg) => pg.code().is_some_and(|c| c.code().starts_with("28")),
+        _ => false,
+    }
+}
