@@ -193,7 +193,7 @@ async fn a_populated_v4_database_upgrades_in_place_losing_and_rerunning_nothing(
     let fingerprint = "SELECT md5(string_agg(format('%s|%s|%s|%s|%s|%s|%s', task, slot, key, status, attempts, payload, last_error), ',' ORDER BY task, slot, key)) FROM almanac.jobs";
     let before: String = db_name(&db, fingerprint).await;
     let (code, out, err) = almanac(&db.url, &["migrate"]);
-    assert_eq!((code, out.trim()), (0, "5 migration(s) applied"), "{err}");
+    assert_eq!((code, out.trim()), (0, "6 migration(s) applied"), "{err}");
     let after: String = db_name(&db, fingerprint).await;
     assert_eq!(before, after, "every row kept as it was");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs_default").await, 1, "2016 is outside the month partitions");

@@ -83,7 +83,7 @@ type Prepared = (deadpool_postgres::Pool, std::sync::Arc<almanac::login::Logins>
 
 async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<Prepared> {
     let target = db::config(url, &db::SessionSettings::default())?;
-    let pool = db::pool(&target.role("cli"), 1)?;
+    let pool = db::pool(&target.role("cli"), 2)?;
     // A dry run works on any database: one Almanac never ran on is migrated first.
     if !db::pooled() {
         let mut conn = pool.get().await?;

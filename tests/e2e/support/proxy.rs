@@ -24,12 +24,12 @@ pub enum Cut {
 const SSL_REQUEST: u32 = 80_877_103;
 const GSSENC_REQUEST: u32 = 80_877_104;
 
-/// The executor's claim, which marks the jobs it claims done (host/src/executor/claim.sql).
-/// The first COMMIT after a connection executed it and then set a plugin's role (the
-/// job's first statement) is that job's; the scheduler's and idle workers' COMMITs are
-/// not preceded by both.
-const MARK_DONE: &[u8] = b"SET status = 'done'";
-const SET_ROLE: &[u8] = b"SET LOCAL ROLE";
+/// The host's statements in a plugin's session (host/src/executor/*.sql): the claim, which
+/// marks the jobs it claims done, and the others. The first COMMIT after a connection
+/// executed the claim and then a statement of the plugin's (the job's first) is that
+/// job's; the scheduler's and idle workers' COMMITs are not preceded by both.
+const HOST: &[u8] = b"almanac_job.";
+const MARK_DONE: &[u8] = b"almanac_job.claim(";
 
 /// A NUL-terminated string at the start of `bytes`.
 fn cstr(bytes: &[u8]) -> &[u8] {
@@ -107,6 +107,7 @@ async fn relay(client: TcpStream, state: Arc<State>) {
     // connection, whether one has been executed in this transaction, and whether a
     // plugin's role was set since.
     let mut mark_done: Vec<Vec<u8>> = Vec::new();
+    let mut host: Vec<Vec<u8>> = Vec::new();
     let mut claimed = false;
     let mut armed = false;
     let commit = 'relay: loop {
@@ -115,18 +116,23 @@ async fn relay(client: TcpStream, state: Arc<State>) {
             if startup {
                 let code = u32::from_be_bytes(message[4..8].try_into().expect("startup code"));
                 startup = code == SSL_REQUEST || code == GSSENC_REQUEST;
-            } else if message[0] == b'P' && message.windows(MARK_DONE.len()).any(|w| w == MARK_DONE) {
+            } else if message[0] == b'P' && message.windows(HOST.len()).any(|w| w == HOST) {
                 // Parse: statement name, then the query.
-                mark_done.push(cstr(&message[5..]).to_vec());
+                let name = cstr(&message[5..]).to_vec();
+                if message.windows(MARK_DONE.len()).any(|w| w == MARK_DONE) {
+                    mark_done.push(name.clone());
+                }
+                host.push(name);
             } else if message[0] == b'B' && !armed {
                 // Bind: portal name, then statement name.
                 let portal = cstr(&message[5..]);
                 let statement = cstr(&message[5 + portal.len() + 1..]);
+                if claimed && !host.iter().any(|name| name == statement) {
+                    armed = true;
+                    state.armed.fetch_add(1, Ordering::SeqCst);
+                }
                 claimed |= mark_done.iter().any(|name| name == statement);
-            } else if message[0] == b'Q' && message[5..].starts_with(SET_ROLE) && claimed && !armed {
-                armed = true;
-                state.armed.fetch_add(1, Ordering::SeqCst);
-            } else if message[0] == b'Q' && message.ends_with(b"COMMIT\0") {
+            } else if message[0] == b'Q' && message[5..].starts_with(b"COMMIT") {
                 if armed && state.fired.compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
                     break 'relay Some(message);
                 }
