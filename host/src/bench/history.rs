@@ -141,7 +141,10 @@ async fn side(host: &host::Host, admin: &deadpool_postgres::Object, options: &Op
     // Claims with a slot's jobs due, in rolled-back transactions.
     *run += 1;
     admin.execute(DUE, &[&run_slot(admin, *run).await?]).await?;
-    let (claim_p50_ms, claim_p99_ms) = super::claim_latency(admin, options.claim_samples).await?;
+    // In a session of the task's login, as the executor claims.
+    let session = host.logins.get(super::TASK).await?;
+    let (claim_p50_ms, claim_p99_ms) = super::claim_latency(&session, options.claim_samples).await?;
+    drop(session);
     let registry = host.registry();
     let status = latencies(20, || async { crate::status::report(admin).await.map(drop) }).await?;
     let overview = latencies(20, || async { crate::dashboard::overview(admin, &registry).await.map(drop) }).await?;
