@@ -294,8 +294,19 @@ fn check_calls(tree: &pg_query::protobuf::ParseResult, allowed: &HashSet<String>
                     return Err(Refusal::Function(function.clone()));
                 }
             }
+            // Whatever schema it is found in (an extension's `public.dblink_exec`).
+            [_, function] if allow::never(function) => return Err(Refusal::Never(name.join("."))),
             [schema, function] => qualified.push(Qualified { schema: schema.clone(), name: function.clone(), operator: false }),
             _ => return Err(Refusal::Function(name.join("."))),
+        }
+    }
+    for name in &found.attributes {
+        if allow::never(name) {
+            return Err(Refusal::Never(name.clone()));
+        }
+        // A column is rarely named like a system function.
+        if name.starts_with("pg_") && !allowed.contains(name.as_str()) {
+            return Err(Refusal::Function(name.clone()));
         }
     }
     for name in &found.operators {

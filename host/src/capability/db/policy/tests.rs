@@ -95,6 +95,18 @@ fn functions_are_allowed_by_list_in_every_position() {
     assert_eq!(check(&policy, "SELECT some_new_function(1)"), Err(Refusal::Function("some_new_function".into())));
     assert_eq!(check(&policy, "SELECT pg_catalog.pg_backend_pid()"), Err(Refusal::Function("pg_backend_pid".into())));
     assert_eq!(check(&policy, "SELECT a.b.c()"), Err(Refusal::Function("a.b.c".into())));
+    // Attribute notation calls a one-argument function of any type: `(x).f` is `f(x)`.
+    assert_eq!(check(&policy, "SELECT ('role'::text).current_setting"), Err(Refusal::Never("current_setting".into())));
+    assert_eq!(check(&policy, "SELECT (4242::bigint).pg_advisory_lock"), Err(Refusal::Never("pg_advisory_lock".into())));
+    assert_eq!(check(&policy, "SELECT (0.1::float8).pg_sleep"), Err(Refusal::Function("pg_sleep".into())));
+    assert_eq!(check(&policy, "SELECT ('SELECT 1'::text).ts_stat"), Err(Refusal::Never("ts_stat".into())));
+    assert_eq!(check(&policy, "SELECT t.current_setting FROM (SELECT 'role'::text) t"), Err(Refusal::Never("current_setting".into())));
+    // The never-list holds in any schema (an extension's functions live in the user's).
+    assert_eq!(check(&policy, "SELECT public.dblink_exec('x', 'y')"), Err(Refusal::Never("public.dblink_exec".into())));
+    // Columns and composite fields are not calls.
+    for sql in ["SELECT a.points FROM accounts a", "SELECT (a).points FROM accounts a", "SELECT public.accounts.points FROM public.accounts"] {
+        assert_eq!(check(&policy, sql), Ok(()), "{sql}");
+    }
     assert_eq!(
         check(&policy, "SELECT * FROM t TABLESAMPLE evil (1)"),
         Err(Refusal::NotAllowed("TABLESAMPLE evil".into()))

@@ -20,6 +20,11 @@ pub const MAX_DEPTH: usize = 1_000;
 pub struct Found {
     /// Each called function's name as written: `["lower"]`, `["app", "score"]`.
     pub calls: Vec<Vec<String>>,
+    /// Names that may be calls in attribute notation: PostgreSQL reads `(expr).name` and
+    /// `t.name` as `name(expr)` when no column is so named, for a one-argument function
+    /// of any type (`('role'::text).current_setting`). Columns look the same, so only
+    /// the never-list applies to these.
+    pub attributes: Vec<String>,
     /// Operators written with a schema: `OPERATOR(app.===)`.
     pub operators: Vec<Vec<String>>,
     /// `TABLESAMPLE` methods.
@@ -86,6 +91,8 @@ impl Walker {
             ("FuncCall", "funcname") => Some(Target::Call),
             ("AExpr", "name") | ("SubLink", "oper_name") => Some(Target::Operator),
             ("RangeTableSample", "method") => Some(Target::Sample),
+            ("AIndirection", "indirection") => Some(Target::Attribute),
+            ("ColumnRef", "fields") => Some(Target::Column),
             _ => None,
         };
         let Some(target) = target else { return value.serialize(&mut *self) };
@@ -98,6 +105,9 @@ impl Walker {
             Target::Operator if names.len() > 1 => self.found.operators.push(names),
             Target::Operator => {}
             Target::Sample => self.found.samples.push(names),
+            Target::Attribute => self.found.attributes.extend(names),
+            Target::Column if names.len() > 1 => self.found.attributes.extend(names.last().cloned()),
+            Target::Column => {}
         }
         Ok(())
     }
@@ -107,6 +117,8 @@ enum Target {
     Call,
     Operator,
     Sample,
+    Attribute,
+    Column,
 }
 
 impl<'a> ser::Serializer for &'a mut Walker {
