@@ -104,6 +104,30 @@ pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str,
     Ok(())
 }
 
+/// One plugin login, as `almanac logins` lists it.
+pub struct Login {
+    pub task: String,
+    pub login: String,
+    pub rotated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Every plugin login of this database.
+pub async fn list(client: &impl Sql) -> Result<Vec<Login>, tokio_postgres::Error> {
+    let rows = client.rows("SELECT task, login, rotated_at FROM almanac.plugin_logins ORDER BY task", &[]).await?;
+    Ok(rows.iter().map(|r| Login { task: r.get("task"), login: r.get("login"), rotated_at: r.get("rotated_at") }).collect())
+}
+
+/// New passwords for every login (or `task`'s), in one transaction; returns the tasks.
+pub async fn rotate(client: &mut tokio_postgres::Client, task: Option<&str>) -> Result<Vec<String>, tokio_postgres::Error> {
+    let tx = client.transaction().await?;
+    let tasks: Vec<String> = list(&tx).await?.into_iter().map(|l| l.task).filter(|t| task.is_none_or(|only| only == t)).collect();
+    for task in &tasks {
+        ensure(&tx, task, &crate::access::role_name(task), true).await?;
+    }
+    tx.commit().await?;
+    Ok(tasks)
+}
+
 /// Every task's pool of sessions as its login, made on first use.
 pub struct Logins {
     target: Target,

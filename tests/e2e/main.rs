@@ -11,6 +11,7 @@ mod catalogue;
 mod changes;
 mod faults;
 mod hardening;
+mod logins;
 mod history;
 mod operate;
 mod outbox;

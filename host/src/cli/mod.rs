@@ -3,6 +3,7 @@ mod bench;
 mod demo;
 mod dryrun;
 mod jobs;
+mod logins;
 mod new;
 mod outbox;
 mod schedule;
@@ -99,6 +100,8 @@ enum Command {
     },
     /// List outbox messages, newest first; `outbox retry` sends dead ones back.
     Outbox(outbox::OutboxArgs),
+    /// The plugins' database logins; `logins rotate [TASK]` gives them new passwords.
+    Logins(logins::LoginsArgs),
     /// Preview a schedule's slots in local and UTC time.
     Slots(schedule::SlotsArgs),
     /// Every schedule: cursor, next slot, catch-up policy, paused.
@@ -437,6 +440,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Outbox(args) => {
             let url = almanac_db().await?;
             return outbox::run(&url, args).await;
+        }
+        Command::Logins(args) => {
+            let url = almanac_db().await?;
+            return logins::run(&url, args).await;
         }
         Command::Slots(args) => {
             return schedule::slots(cli.database_url, &cli.data_dir, args).await;
