@@ -109,6 +109,14 @@ impl TaskSpec {
             }
             settings.push(SettingSpec { name: s.name, default: s.default, doc: crate::text::clip(s.doc, 200) });
         }
+        // Shown in metrics labels, logs, status and the dashboard: printable, short.
+        if info.version.is_empty() || info.version.len() > 64 || info.version.chars().any(|c| c.is_control() || c == '"' || c == '\\') {
+            return Err(format!(
+                "task {:?}: version {:?} is invalid: 1 to 64 printable characters, no quotes or backslashes (e.g. \"1.2.0\")",
+                info.name,
+                crate::text::clip(info.version.clone(), 80)
+            ));
+        }
         if info.max_attempts == 0 {
             return Err(format!("task {:?}: max-attempts must be at least 1", info.name));
         }

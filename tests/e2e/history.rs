@@ -212,3 +212,19 @@ async fn a_populated_v4_database_upgrades_in_place_losing_and_rerunning_nothing(
     host.stop().await;
     db.counts_agree().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_that_cannot_become_due_does_not_pin_the_claim_floor() {
+    let db = TestDb::new().await;
+    let floor = "SELECT (almanac.claim_floor() = date_trunc('month', now(), 'UTC') - interval '1 month')::int::bigint";
+    assert_eq!(db.count(floor).await, 1, "last month with nothing pending");
+    // A client's row of slot year 1 that runs in year 9999 is in the default partition.
+    db.client
+        .batch_execute("INSERT INTO almanac.jobs (task, slot, key, run_after) VALUES ('daily-points', '0001-01-01T00:00:00Z', 'far', '9999-01-01T00:00:00Z')")
+        .await
+        .unwrap();
+    assert_eq!(db.count(floor).await, 1, "a job due in 9999 leaves the floor where it was");
+    // The same slot due now moves the floor to its month.
+    db.client.batch_execute("UPDATE almanac.jobs SET run_after = now() WHERE key = 'far'").await.unwrap();
+    assert_eq!(db.count("SELECT (almanac.claim_floor() = '0001-01-01T00:00:00Z')::int::bigint").await, 1);
+}

@@ -8,7 +8,7 @@
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -24,22 +24,43 @@ const OUTBOX: &str = include_str!("outbox.sql");
 /// The content type of what [`Metrics::render`] returns.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// A label value, escaped as the exposition format requires (`\\`, `\"`, `\n`):
+/// prometheus-client writes values as given, and a plugin version holding a quote, a
+/// newline and `# EOF` once forged a series and ended the scrape.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Text(String);
+
+impl EncodeLabelValue for Text {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TaskLabel {
-    task: String,
+    task: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutboxLabel {
-    topic: String,
-    state: String,
+    topic: Text,
+    state: Text,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabel {
-    task: String,
-    version: String,
-    digest: String,
+    task: Text,
+    version: Text,
+    digest: Text,
 }
 
 pub use crate::job::JobEnd;
@@ -111,7 +132,7 @@ impl Default for Metrics {
 impl Metrics {
     /// Count one job attempt whose transaction was acknowledged.
     pub fn record_job(&self, task: &str, end: JobEnd, elapsed: Duration) {
-        let label = TaskLabel { task: task.to_owned() };
+        let label = TaskLabel { task: Text(task.to_owned()) };
         let counter = match end {
             JobEnd::Done => &self.completed,
             JobEnd::Retried => &self.retried,
@@ -145,7 +166,7 @@ impl Metrics {
         self.database_up.set(i64::from(read.is_some()));
         if let Some((tasks, outbox)) = read {
             for row in &tasks {
-                let label = TaskLabel { task: row.get(0) };
+                let label = TaskLabel { task: Text(row.get(0)) };
                 self.pending.get_or_create(&label).set(row.get(1));
                 self.oldest_pending.get_or_create(&label).set(row.get(2));
                 if let Some(lag) = row.get::<_, Option<f64>>(3) {
@@ -156,22 +177,22 @@ impl Metrics {
             // users expect of a series that exists.
             for topic in topics {
                 for state in ["pending", "dead"] {
-                    self.outbox.get_or_create(&OutboxLabel { topic: topic.clone(), state: state.into() }).set(0);
+                    self.outbox.get_or_create(&OutboxLabel { topic: Text(topic.clone()), state: Text(state.into()) }).set(0);
                 }
             }
             for row in &outbox {
-                let label = OutboxLabel { topic: row.get(0), state: row.get(1) };
+                let label = OutboxLabel { topic: Text(row.get(0)), state: Text(row.get(1)) };
                 self.outbox.get_or_create(&label).set(row.get(2));
             }
         }
         for plugin in served {
             // Counters of every served task exist from the start, at 0, so rates and
             // alerts see the first job too.
-            let task = TaskLabel { task: plugin.task.clone() };
+            let task = TaskLabel { task: Text(plugin.task.clone()) };
             for counter in [&self.completed, &self.retried, &self.failed] {
                 drop(counter.get_or_create(&task));
             }
-            let label = PluginLabel { task: plugin.task.clone(), version: plugin.version.clone(), digest: plugin.digest.clone() };
+            let label = PluginLabel { task: Text(plugin.task.clone()), version: Text(plugin.version.clone()), digest: Text(plugin.digest.clone()) };
             self.plugins.get_or_create(&label).set(1);
         }
         let mut text = String::new();
@@ -186,4 +207,24 @@ pub struct Served {
     pub task: String,
     pub version: String,
     pub digest: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn label_values_are_escaped() {
+        let metrics = Metrics::default();
+        let forged = "1\"} 1\nalmanac_jobs_completed_total{task=\"x\"} 9\n# EOF\n";
+        metrics.record_job("t\"\\\n", JobEnd::Done, Duration::from_millis(1));
+        let served = [Served { task: "t".into(), version: forged.into(), digest: "d".into() }];
+        let text = metrics.render(None, &served, &["topic\n# EOF".into()]).await;
+        // One line ends the exposition, the last; no value starts a line of its own.
+        assert_eq!(text.lines().filter(|l| l.starts_with("# EOF")).count(), 1, "{text}");
+        assert_eq!(text.lines().last(), Some("# EOF"), "{text}");
+        assert!(!text.lines().any(|l| l.starts_with("almanac_jobs_completed_total{task=\"x\"}")), "{text}");
+        assert!(text.contains(r#"version="1\"} 1\nalmanac_jobs_completed_total{task=\"x\"} 9\n# EOF\n""#), "{text}");
+        assert!(text.contains(r#"task="t\"\\\n""#), "{text}");
+    }
 }
