@@ -84,7 +84,7 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         let oldest = s.oldest_pending_seconds.map_or_else(|| "-".to_owned(), |secs| format!("{secs:.0}s"));
         // The useful part of an error is often its end (a panic message after the trap):
         // a long one goes whole on the line below its task.
-        let error = s.last_error.clone().unwrap_or_default().replace('\n', " ");
+        let error = crate::text::printable(s.last_error.as_deref().unwrap_or_default()).into_owned();
         let (column, below) = if error.chars().count() > 60 { ("(below)".to_owned(), Some(error)) } else { (error, None) };
         let task = if s.paused { format!("{} (paused)", s.task) } else { s.task.clone() };
         let column = match s.discarded {

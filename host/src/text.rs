@@ -25,6 +25,28 @@ pub fn clip(mut text: String, max: usize) -> String {
     text
 }
 
+/// `text` with every control character (C0, DEL, C1) written as an escape (`\n`,
+/// `\x1b`), for printing or logging plugin-controlled text as a line of its own: an ESC
+/// sequence in a task's error once reached the operator's terminal through `almanac
+/// status`, and a newline in a log line forged a host log line.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -34,5 +56,11 @@ mod tests {
         assert_eq!(clip("short".into(), 10), "short");
         assert_eq!(clip("ééé".into(), 3), "é… (cut: 6 bytes in all)");
         assert!(clip("x".repeat(50 << 20), MAX_ERROR).len() < MAX_ERROR + 40);
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(printable("plain é"), "plain é");
+        assert_eq!(printable("a\nb\r\x1b[31mred\x00\x7f\u{9b}"), "a\\nb\\r\\x1b[31mred\\x00\\x7f\\u{9b}");
     }
 }

@@ -3,7 +3,7 @@
 //! (ten million `log` calls once wrote 2.7 GB of host log in 40 s); past it, lines are
 //! dropped and the drop is said once.
 use crate::bindings::almanac::plugin::log::{Host, Level};
-use crate::text::{clip, MAX_LOG_LINE};
+use crate::text::{clip, printable, MAX_LOG_LINE};
 
 /// Lines one call may log.
 pub const MAX_LINES: u32 = 100;
@@ -36,6 +36,8 @@ pub struct Logger {
 
 impl Logger {
     pub fn new(fields: CallFields) -> Logger {
+        // A key comes from whoever enqueued the job: printable too.
+        let fields = CallFields { key: printable(&fields.key).into_owned(), ..fields };
         Logger { fields, budget: Budget::default() }
     }
 }
@@ -47,7 +49,7 @@ impl Host for Logger {
         if budget.exhausted {
             return Ok(());
         }
-        let message = clip(message, MAX_LOG_LINE);
+        let message = printable(&clip(message, MAX_LOG_LINE)).into_owned();
         budget.lines += 1;
         budget.bytes += message.len();
         if budget.lines > MAX_LINES || budget.bytes > MAX_BYTES {

@@ -31,12 +31,12 @@ pub async fn jobs(url: &str, args: JobsArgs) -> anyhow::Result<ExitCode> {
         if args.json {
             println!("{}", serde_json::to_string(&job)?);
         } else {
-            let error = job.last_error.unwrap_or_default().replace('\n', " ");
+            let error = almanac::text::printable(job.last_error.as_deref().unwrap_or_default()).into_owned();
             println!(
                 "{:<20} {:<20} {:<16} {:<8} {:>8} {:>7}  {}",
                 job.task,
                 job.slot.format("%Y-%m-%d %H:%M:%S"),
-                job.key,
+                almanac::text::printable(&job.key),
                 job.status,
                 job.attempts,
                 job.retries,

@@ -371,7 +371,7 @@ pub async fn run_batch(
             attempt: u32::try_from(row.attempts).unwrap_or(0) + 1,
             payload: row.payload.clone(),
         };
-        let span = tracing::info_span!("job", task = %row.task, slot = %job.slot.label, key = %row.key, attempt = job.attempt);
+        let span = tracing::info_span!("job", task = %row.task, slot = %job.slot.label, key = %crate::text::printable(&row.key), attempt = job.attempt);
         let run = if row.crashes >= options.poison_after {
             poisoned(conn, &statements, &plugin, row, follow).instrument(span).await?
         } else {
@@ -473,7 +473,7 @@ async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::p
     );
     let failure = Failure { message: &message, give_up: true, delay: Duration::ZERO, digest: &plugin.digest };
     record_failure(conn, statements, (row.slot, &row.key), failure, follow).await?;
-    tracing::error!(error = %message, "job failed for good");
+    tracing::error!(error = %crate::text::printable(&message), "job failed for good");
     Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
 }
 
@@ -553,9 +553,9 @@ async fn run_job(
             let failure = Failure { message: &message, give_up, delay, digest: &plugin.digest };
             record_failure(conn, statements, (slot, key), failure, follow).await?;
             if give_up {
-                tracing::warn!(error = %message, "job failed for good");
+                tracing::warn!(error = %crate::text::printable(&message), "job failed for good");
             } else {
-                tracing::info!(error = %message, retry_in = ?delay, "job attempt failed");
+                tracing::info!(error = %crate::text::printable(&message), retry_in = ?delay, "job attempt failed");
             }
             let end = if give_up { JobEnd::Failed } else { JobEnd::Retried };
             Ok(JobRun { end, elapsed, cancelled })
