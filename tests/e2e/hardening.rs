@@ -356,3 +356,29 @@ async fn a_plugins_own_tables_keep_their_owners_rights_across_restarts() {
         assert_eq!(db.count(owner_may).await, 1, "the table its setup created is the plugin's own, all rights");
     }
 }
+
+/// Text a plugin or a client controls (a database error quoting the plugin's value, a
+/// job key) reaches the operator with its control characters escaped: no ESC sequence in
+/// `almanac status`, `almanac jobs` or the host's log, no forged line.
+#[tokio::test(flavor = "multi_thread")]
+async fn control_characters_from_plugins_never_reach_a_terminal_raw() {
+    let db = TestDb::new().await;
+    let key = "k\u{1b}]0;owned\u{7}\nFORGED key line";
+    let steps = json!([{"query": "SELECT E'\\x1b[2J\\r\\nFORGED error line'::int"}]);
+    enqueue_attacks(&db, &[(key, steps)]).await;
+    let plugins = plugin_dir(&["fixture_attacker"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    wait_settled(&db, "fixture-attacker", 1).await;
+    host.stop().await;
+    let (status, error) = outcome(&db, key).await;
+    assert_eq!(status, "failed");
+    assert!(error.contains('\u{1b}'), "stored as it was: {error:?}");
+    let (_, status_out, _) = crate::support::almanac(&db.url, &["status"]);
+    let (code, jobs_out, jobs_err) = crate::support::almanac(&db.url, &["jobs", "--task", "fixture-attacker"]);
+    assert_eq!(code, 0, "{jobs_err}");
+    for (what, text) in [("status", status_out), ("jobs", jobs_out), ("the host's log", host.log())] {
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\r'), "{what}: {text:?}");
+        assert!(!text.lines().any(|l| l.starts_with("FORGED")), "{what}: {text}");
+        assert!(text.contains("\\x1b"), "{what} shows the escape: {text}");
+    }
+}

@@ -208,6 +208,11 @@ struct RunArgs {
     /// has ended this many times before the job did.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..))]
     poison_after: i32,
+    /// Workers one task's batches may hold at once (default: all but one when the host
+    /// serves more than one task, so one task's backlog or slow jobs always leave a
+    /// worker for the others; all when it serves one).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    task_workers: Option<u16>,
     /// The longest timeout a plugin may declare; longer ones are cut to this.
     #[arg(long, default_value = "15min", value_parser = humantime::parse_duration)]
     max_timeout: Duration,
@@ -280,6 +285,7 @@ impl RunArgs {
                 retry_max: self.retry_max,
                 poll_interval: self.poll_interval,
                 poison_after: self.poison_after,
+                task_workers: self.task_workers.map(usize::from),
                 ..executor::Options::default()
             },
             scheduler: scheduler::Options { tick: self.tick, ..scheduler::Options::default() },

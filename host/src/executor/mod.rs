@@ -29,6 +29,7 @@ use crate::plugin::{CallError, Loaded};
 
 pub mod claims;
 pub mod operate;
+pub mod share;
 
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
@@ -59,6 +60,9 @@ pub struct Options {
     pub poison_after: i32,
     /// How often orphaned claims are swept (`claims::sweep`). Defaults to 1 s.
     pub sweep_interval: Duration,
+    /// Workers one task's batches may hold at once ([`share::per_task`]). Defaults to
+    /// all but one when the host serves more than one task, else all.
+    pub task_workers: Option<usize>,
 }
 
 impl Default for Options {
@@ -72,6 +76,7 @@ impl Default for Options {
             poll_interval: Duration::from_secs(1),
             poison_after: 3,
             sweep_interval: Duration::from_secs(1),
+            task_workers: None,
         }
     }
 }
@@ -104,6 +109,8 @@ pub struct Context {
     pub floor: crate::history::ClaimFloor,
     /// Where each task's jobs run: sessions of its login.
     pub logins: Arc<Logins>,
+    /// The workers on each task now.
+    pub busy: Arc<share::Busy>,
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
@@ -118,7 +125,7 @@ pub async fn run(
 ) {
     let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
-    let context = Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default(), logins });
+    let context = Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default(), logins, busy: Default::default() });
     claims::sweep_once(&pool, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
     workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, shutdown.clone()));
@@ -176,18 +183,18 @@ impl Worker {
                 }
             }
             let one: Option<(String, DateTime<Utc>, String)> = alone.front().cloned();
-            let task = match &one {
-                Some((task, _, _)) => Some(task.clone()),
+            let limit = share::per_task(self.context.options.workers, tasks.len(), self.context.options.task_workers);
+            let taken = match &one {
+                Some((task, _, _)) => Some((task.clone(), None)),
                 None => {
                     let at = Instant::now();
                     let open: Vec<&String> = tasks.iter().filter(|t| quiet.get(*t).is_none_or(|until| *until <= at)).collect();
-                    (!open.is_empty()).then(|| {
-                        next = next.wrapping_add(1);
-                        open[next % open.len()].clone()
-                    })
+                    next = next.wrapping_add(1);
+                    // The first task, in turn from this worker's place, with room for it.
+                    (0..open.len()).map(|i| open[(next + i) % open.len()]).find_map(|t| self.context.busy.take(t, limit).map(|p| (t.clone(), Some(p))))
                 }
             };
-            let Some(task) = task else {
+            let Some((task, _place)) = taken else {
                 crate::wake::idle(&mut wake, &mut idle, self.context.options.poll_interval, &shutdown).await;
                 quiet.clear();
                 continue;
