@@ -147,15 +147,39 @@ BEGIN
     SELECT f.task, f.slot, f.key, f.attempts, f.last_error, f.plugin_digest FROM failed f;
 END $$;
 
--- One outbox message in the job's transaction, recorded as the session's task's. A
--- second publish of the same (topic, key) inserts nothing: returns 0.
+-- Who may publish on each outbox topic: the tasks `almanac.toml` names
+-- (`[outbox.topics.<topic>] publishers = [...]`, written by hosts at start: `configured`),
+-- else the first task that published on it. A topic belonged to nobody, and a plugin
+-- published on another's topic with its future key: the receiver got the forgery under
+-- the real Idempotency-Key, and the real message was dropped as already published.
+CREATE TABLE almanac.outbox_topics (
+    topic      text PRIMARY KEY,
+    publishers text[] NOT NULL,
+    configured boolean NOT NULL DEFAULT false
+);
+-- Topics already in use belong to the tasks that used them.
+INSERT INTO almanac.outbox_topics (topic, publishers)
+SELECT topic, array_agg(DISTINCT task ORDER BY task) FROM ONLY almanac.outbox WHERE task IS NOT NULL GROUP BY topic;
+
+-- One outbox message in the job's transaction, recorded as the session's task's, on a
+-- topic that task may publish on. A second publish of the same (topic, key) inserts
+-- nothing: returns 0.
 CREATE FUNCTION almanac_job.publish(topic text, key text, payload bytea, content_type text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_column
 DECLARE
     mine text := almanac.session_task();
     n integer;
+    allowed text[];
 BEGIN
+    -- The first publisher claims an unclaimed topic; a second racing for it waits on the
+    -- key and then reads the winner's claim.
+    INSERT INTO almanac.outbox_topics AS t (topic, publishers) VALUES (publish.topic, ARRAY[mine]) ON CONFLICT (topic) DO NOTHING;
+    SELECT t.publishers INTO allowed FROM almanac.outbox_topics t WHERE t.topic = publish.topic;
+    IF NOT mine = ANY(allowed) THEN
+        RAISE EXCEPTION 'refused: task % may not publish on outbox topic % (its publishers: %)', mine, publish.topic, array_to_string(allowed, ', ')
+            USING ERRCODE = '42501', HINT = 'name the task in [outbox.topics.' || publish.topic || '] publishers in almanac.toml';
+    END IF;
     INSERT INTO almanac.outbox (topic, key, payload, content_type, task)
     VALUES (publish.topic, publish.key, publish.payload, publish.content_type, mine)
     ON CONFLICT (topic, key) DO NOTHING;

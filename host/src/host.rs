@@ -123,6 +123,7 @@ impl Host {
         let file = options.config.as_deref().map(crate::config::Config::load).transpose()?;
         let topics = file.as_ref().map(|f| f.outbox()).transpose()?.unwrap_or_default();
         let dispatcher = outbox::Dispatcher::new(&topics, outbox::Options::default())?;
+        outbox::operate::bind_publishers(&**conn, &topics).await?;
         // A session per worker per task at most, and one for the scheduler's plan.
         let logins = crate::login::Logins::new(&target, pool.clone(), options.executor.workers + 1);
         let mut folder = Folder::new(runtime, options.plugins_dir.clone(), file, options.metrics.clone(), logins.clone());

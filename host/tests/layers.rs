@@ -12,11 +12,11 @@ const LAYERS: &[&[&str]] = &[
     &["text", "tls"],
     // Time, connections, the WIT bindings, the calendar.
     &["backoff", "db", "bindings", "calendar", "job"],
-    // The private cluster, migrations, wake-ups; database roles and declared tables;
-    // plugin logins (the sessions plugin SQL runs in).
-    &["cluster", "migrate", "wake", "access", "login"],
-    // What a task is; the outbox (a message's rules, the dispatcher and its sinks).
-    &["task", "outbox"],
+    // The private cluster, migrations, wake-ups; database roles and declared tables.
+    &["cluster", "migrate", "wake", "access"],
+    // What a task is; the outbox (a message's rules, the dispatcher and its sinks); plugin
+    // logins (the sessions plugin SQL runs in, made as members of the tasks' roles).
+    &["task", "outbox", "login"],
     // What a plugin is lent; counters; the job history's partitions, counts, claim floor
     // and pruning (by the tasks' horizons).
     &["capability", "metrics", "history"],

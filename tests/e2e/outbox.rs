@@ -106,6 +106,7 @@ async fn a_flaky_slow_receiver_gets_every_message_with_one_key_each() {
     let mut by_key: HashMap<String, Vec<&Received>> = HashMap::new();
     for r in &requests {
         assert_eq!(r.content_type.as_deref(), Some("application/json"));
+        assert_eq!(r.task.as_deref(), Some("points-notify"), "the publishing task is named");
         by_key.entry(r.idempotency_key.clone().expect("an Idempotency-Key header")).or_default().push(r);
     }
     let expected: HashSet<String> = db
@@ -177,6 +178,35 @@ async fn a_job_that_publishes_then_fails_leaves_no_message_and_its_retry_publish
     assert_eq!(code, 0);
     let status: serde_json::Value = serde_json::from_str(out.lines().find(|l| l.contains("fixture-publish-flaky")).unwrap()).unwrap();
     assert_eq!((status["outbox_pending"].as_i64(), status["outbox_dead"].as_i64(), status["outbox_delivered"].as_i64()), (Some(0), Some(0), Some(1)));
+}
+
+/// A topic belongs to the tasks almanac.toml names as its publishers, else to the first
+/// task that published on it: another task's publish fails its attempt, and nothing is
+/// written (a plugin once published on another's topic with its future key).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_topic_belongs_to_its_publishers() {
+    let db = TestDb::new().await;
+    let job = |key: &str| format!("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-publish-flaky', '2026-01-01T00:00:00Z', '{key}')");
+    db.client.batch_execute(&job("f1")).await.unwrap();
+    let plugins = plugin_dir(&["fixture_publish_flaky"]);
+    let (_bound, bound) = config("[outbox.topics.flaky]\nsink = \"log\"\npublishers = [\"points-notify\"]\n");
+    let mut host = spawn(&db, plugins.path(), &outbox_args(&bound));
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'f1' AND status = 'failed'", 1, Duration::from_secs(30)).await;
+    host.stop().await;
+    let error: String = db.client.query_one("SELECT last_error FROM almanac.jobs WHERE key = 'f1'", &[]).await.unwrap().get(0);
+    assert!(error.contains("refused: task fixture-publish-flaky may not publish on outbox topic flaky (its publishers: points-notify)"), "{error}");
+    // Claimed first by another task, with nothing in almanac.toml: refused the same way.
+    db.client
+        .batch_execute(&format!("UPDATE almanac.outbox_topics SET publishers = ARRAY['someone-else'], configured = false; {}", job("f2")))
+        .await
+        .unwrap();
+    let (_open, open) = config("[outbox.topics.flaky]\nsink = \"log\"\n");
+    let mut host = spawn(&db, plugins.path(), &outbox_args(&open));
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'f2' AND status = 'failed'", 1, Duration::from_secs(30)).await;
+    host.stop().await;
+    let error: String = db.client.query_one("SELECT last_error FROM almanac.jobs WHERE key = 'f2'", &[]).await.unwrap().get(0);
+    assert!(error.contains("(its publishers: someone-else)"), "{error}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.outbox").await, 0, "nothing was written");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -19,10 +19,10 @@ impl Host for Session {
         payload: Vec<u8>,
         content_type: String,
     ) -> wasmtime::Result<Result<PublishOutcome, DbError>> {
-        if let Err(refusal) = check(&topic, &key, &payload, &content_type) {
+        if let Err(refusal) = check(&topic, &key, &payload, &content_type).map_err(|r| r.to_string()).and_then(|()| self.spend_publish(payload.len())) {
             // A refused publish fails the attempt like a refused statement: a plugin that
             // swallowed it would otherwise commit its effect without the message.
-            let e = DbError { sqlstate: None, message: refusal.to_string(), retryable: false };
+            let e = DbError { sqlstate: None, message: refusal, retryable: false };
             return Ok(Err(self.fail(e)));
         }
         let params = vec![Value::Text(topic), Value::Text(key), Value::Bytes(payload), Value::Text(content_type)];

@@ -2,7 +2,7 @@
 -- Reads only the partial index on pending rows; rows another host holds are skipped,
 -- not waited for. The lock is held while the message is delivered, until COMMIT, so no
 -- two hosts deliver one message at the same time.
-SELECT id, topic, key, payload, content_type, attempts
+SELECT id, topic, key, payload, content_type, attempts, task
 FROM ONLY almanac.outbox
 WHERE status = 'pending'
   AND next_attempt_at <= now()

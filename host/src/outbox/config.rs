@@ -7,6 +7,8 @@
 //! timeout = "5s"                            # webhook only: per request; default 10s
 //! ca_file = "/etc/almanac/private-ca.pem"   # webhook only: a private CA to trust as well
 //! max_attempts = 10                         # attempts before a message is dead; default 10
+//! publishers = ["points-notify"]            # tasks that may publish on it; default: the
+//!                                           # first task that does
 //!
 //! [outbox.topics.audit]
 //! sink = "log"                              # logs the message and counts it delivered
@@ -44,6 +46,7 @@ struct TopicFile {
     timeout: Option<Spanned<String>>,
     ca_file: Option<Spanned<String>>,
     max_attempts: Option<Spanned<u32>>,
+    publishers: Option<Vec<Spanned<String>>>,
 }
 
 /// Where a topic's messages go.
@@ -62,6 +65,8 @@ pub struct TopicSpec {
     pub sink: SinkSpec,
     /// Attempts before a message is marked dead (at least 1).
     pub max_attempts: u32,
+    /// The tasks that may publish on it; empty: the first task that does.
+    pub publishers: Vec<String>,
 }
 
 /// The configured topics, by name. A topic not in here has no sink: its messages stay
@@ -114,7 +119,17 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
             }
             other => return Err((t.sink.span(), format!("outbox topic {topic:?}: unknown sink {other:?} (expected webhook or log)"))),
         };
-        topics.insert(topic.clone(), TopicSpec { sink, max_attempts });
+        let mut publishers = Vec::new();
+        for task in t.publishers.iter().flatten() {
+            if task.get_ref().is_empty() {
+                return Err((task.span(), format!("outbox topic {topic:?}: a publisher is a task's name")));
+            }
+            publishers.push(task.get_ref().clone());
+        }
+        if t.publishers.as_ref().is_some_and(Vec::is_empty) {
+            return Err((name.span(), format!("outbox topic {topic:?}: publishers is empty; name the tasks that publish on it, or leave it out")));
+        }
+        topics.insert(topic.clone(), TopicSpec { sink, max_attempts, publishers });
     }
     Ok(topics)
 }
@@ -142,8 +157,12 @@ mod tests {
     #[test]
     fn topics_are_checked_with_their_line() {
         let ok = parse("[outbox.topics.points-awarded]\nsink = \"webhook\"\nurl = \"http://127.0.0.1:8080/hook\"\ntimeout = \"5s\"\n\n[outbox.topics.audit]\nsink = \"log\"\nmax_attempts = 3\n").unwrap();
-        assert_eq!(ok["points-awarded"], TopicSpec { sink: SinkSpec::Webhook { url: "http://127.0.0.1:8080/hook".into(), timeout: Duration::from_secs(5), ca_file: None }, max_attempts: 10 });
-        assert_eq!(ok["audit"], TopicSpec { sink: SinkSpec::Log, max_attempts: 3 });
+        assert_eq!(ok["points-awarded"], TopicSpec { sink: SinkSpec::Webhook { url: "http://127.0.0.1:8080/hook".into(), timeout: Duration::from_secs(5), ca_file: None }, max_attempts: 10, publishers: vec![] });
+        assert_eq!(ok["audit"], TopicSpec { sink: SinkSpec::Log, max_attempts: 3, publishers: vec![] });
+        let bound = parse("[outbox.topics.t]\nsink = \"log\"\npublishers = [\"points-notify\"]\n").unwrap();
+        assert_eq!(bound["t"].publishers, ["points-notify"]);
+        let e = parse("[outbox.topics.t]\nsink = \"log\"\npublishers = []\n").unwrap_err();
+        assert!(e.contains("publishers is empty"), "{e}");
 
         let e = parse("[outbox.topics.t]\nsink = \"kafka\"\n").unwrap_err();
         assert_eq!(e, "almanac.toml:2: outbox topic \"t\": unknown sink \"kafka\" (expected webhook or log)");

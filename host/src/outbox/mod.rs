@@ -48,6 +48,8 @@ pub struct Message {
     pub content_type: String,
     /// 1 on the first delivery attempt.
     pub attempt: u32,
+    /// The task whose job published it (none: written some other way).
+    pub task: Option<String>,
 }
 
 impl Message {
@@ -232,6 +234,7 @@ impl Dispatcher {
                 payload: r.get(3),
                 content_type: r.get(4),
                 attempt: u32::try_from(r.get::<_, i32>(5)).unwrap_or(0) + 1,
+                task: r.get(6),
             })
             .collect();
         let results = futures_util::future::join_all(messages.iter().map(|m| self.deliver(m))).await;
@@ -314,13 +317,13 @@ mod tests {
 
     #[test]
     fn the_idempotency_key_is_topic_slash_key() {
-        let m = Message { id: 1, topic: "points-awarded".into(), key: "points-notify/2026-03-07T16:00:00Z/17".into(), payload: vec![], content_type: "application/json".into(), attempt: 1 };
+        let m = Message { id: 1, topic: "points-awarded".into(), key: "points-notify/2026-03-07T16:00:00Z/17".into(), payload: vec![], content_type: "application/json".into(), attempt: 1, task: None };
         assert_eq!(m.idempotency_key(), "points-awarded/points-notify/2026-03-07T16:00:00Z/17");
     }
 
     #[tokio::test]
     async fn the_log_sink_always_delivers() {
-        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: b"{}".to_vec(), content_type: "application/json".into(), attempt: 1 };
+        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: b"{}".to_vec(), content_type: "application/json".into(), attempt: 1, task: None };
         assert_eq!(sink::LogSink.deliver(&m).await, Ok(()));
     }
 
@@ -329,7 +332,7 @@ mod tests {
         // Bind and drop a listener to get a port that refuses connections.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let hook = webhook::Webhook::new(&format!("http://127.0.0.1:{port}/hook"), Duration::from_secs(2), None).unwrap();
-        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: vec![], content_type: "text/plain".into(), attempt: 1 };
+        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: vec![], content_type: "text/plain".into(), attempt: 1, task: None };
         let e = hook.deliver(&m).await.unwrap_err();
         assert!(e.retryable && e.status.is_none(), "{e:?}");
     }

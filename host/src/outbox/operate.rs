@@ -11,6 +11,16 @@ use crate::db::Sql;
 const LIST: &str = include_str!("list.sql");
 const RETRY: &str = include_str!("retry.sql");
 const COUNTS: &str = include_str!("counts.sql");
+const BIND_PUBLISHERS: &str = include_str!("bind_publishers.sql");
+
+/// Record which tasks may publish on each topic `almanac.toml` names publishers for
+/// (`almanac_job.publish` refuses the others).
+pub async fn bind_publishers(client: &impl Sql, topics: &super::config::Topics) -> Result<(), tokio_postgres::Error> {
+    for (topic, spec) in topics.iter().filter(|(_, spec)| !spec.publishers.is_empty()) {
+        client.exec(BIND_PUBLISHERS, &[topic, &spec.publishers]).await?;
+    }
+    Ok(())
+}
 
 /// One message as `almanac outbox` shows it.
 #[derive(Debug, Clone, Serialize)]

@@ -1,5 +1,6 @@
 //! The HTTP webhook sink: `POST <url>` with the payload as the body and the headers
-//! `Idempotency-Key: <topic>/<key>` and `Content-Type: <the message's content type>`.
+//! `Idempotency-Key: <topic>/<key>`, `Content-Type: <the message's content type>` and
+//! `Almanac-Task: <the publishing task>`.
 //!
 //! 2xx is delivered. 408 and 429 and every other status, a timeout or a connection
 //! failure is worth another try; any other 4xx says the receiver will never take this
@@ -49,13 +50,18 @@ impl Webhook {
     async fn post(&self, message: &Message) -> Result<(), SinkError> {
         let content_type = HeaderValue::from_str(&message.content_type)
             .map_err(|_| SinkError { retryable: false, message: format!("content type {:?} is not a valid header value", message.content_type), status: None })?;
-        let response = self
+        let mut request = self
             .client
             .post(self.url.clone())
             // Covers connecting, sending and reading the response, body included.
             .timeout(self.timeout)
             .header("Idempotency-Key", message.idempotency_key())
-            .header(CONTENT_TYPE, content_type)
+            .header(CONTENT_TYPE, content_type);
+        // Who published it, so a receiver can check the sender as well as the key.
+        if let Some(task) = message.task.as_deref().and_then(|t| HeaderValue::from_str(t).ok()) {
+            request = request.header("Almanac-Task", task);
+        }
+        let response = request
             .body(message.payload.clone())
             .send()
             .await
@@ -157,7 +163,7 @@ mod tests {
 
     async fn deliver(port: u16, ca_file: Option<&std::path::Path>) -> Result<(), SinkError> {
         let hook = Webhook::new(&format!("https://localhost:{port}/hook"), Duration::from_secs(5), ca_file).unwrap();
-        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: vec![], content_type: "text/plain".into(), attempt: 1 };
+        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: vec![], content_type: "text/plain".into(), attempt: 1, task: None };
         hook.post(&m).await
     }
 

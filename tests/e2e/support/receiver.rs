@@ -14,6 +14,8 @@ use tokio::net::TcpListener;
 pub struct Received {
     pub idempotency_key: Option<String>,
     pub content_type: Option<String>,
+    /// The `Almanac-Task` header: the task whose job published the message.
+    pub task: Option<String>,
     pub body: Vec<u8>,
     /// The status sent, or None if the connection was dropped without an answer.
     pub answered: Option<u16>,
@@ -144,6 +146,7 @@ async fn read_request<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S) -> Opti
     Some(Received {
         idempotency_key: headers.get("idempotency-key").cloned(),
         content_type: headers.get("content-type").cloned(),
+        task: headers.get("almanac-task").cloned(),
         body: buf[head_end..head_end + length].to_vec(),
         answered: None,
     })

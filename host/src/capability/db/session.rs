@@ -21,6 +21,10 @@ const STATEMENT_CACHE_LIMIT: usize = 256;
 /// statements per job once grew backends past 1 GB).
 const CACHED_STATEMENT_BYTES: usize = 4096;
 
+/// Outbox messages one call may publish, and their payloads' bytes in all.
+pub const MAX_PUBLISHES: usize = 100;
+pub const MAX_PUBLISHED_BYTES: usize = 16 << 20;
+
 /// How long a cancelled statement may take to report its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
@@ -87,6 +91,8 @@ pub struct Session {
     /// How a cancel request reaches the server.
     cancel_tls: crate::db::Tls,
     ending: Ending,
+    /// Messages published in this call, and their payloads' bytes.
+    published: (usize, usize),
     /// Every statement of the call, when asked for (`almanac try`): the first
     /// [`TRACE_KEPT`], then only a count, so a plugin looping until its deadline cannot
     /// grow the host's memory with its statements.
@@ -152,7 +158,7 @@ impl Session {
         result_budget: usize,
         cancel_tls: crate::db::Tls,
     ) -> Self {
-        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default(), trace: None }
+        Session { task, conn, deadline, policy, role, result_budget, cancel_tls, ending: Ending::default(), published: (0, 0), trace: None }
     }
 
     /// Keep every statement of this call ([`Session::take_trace`]).
@@ -192,6 +198,21 @@ impl Session {
         };
         traced.elapsed = started.elapsed();
         trace.statements.push(traced);
+    }
+
+    /// Count one more message of `bytes` against the call's outbox budget
+    /// ([`MAX_PUBLISHES`] messages, [`MAX_PUBLISHED_BYTES`] in all): 300 messages of 1 MiB
+    /// from one job once went through.
+    pub fn spend_publish(&mut self, bytes: usize) -> Result<(), String> {
+        let (count, total) = (self.published.0 + 1, self.published.1 + bytes);
+        if count > MAX_PUBLISHES || total > MAX_PUBLISHED_BYTES {
+            return Err(format!(
+                "refused: one call may publish at most {MAX_PUBLISHES} outbox messages and {} MiB in all",
+                MAX_PUBLISHED_BYTES >> 20
+            ));
+        }
+        self.published = (count, total);
+        Ok(())
     }
 
     /// How the call went so far.
