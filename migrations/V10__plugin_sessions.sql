@@ -137,7 +137,8 @@ BEGIN
             completed_at = CASE WHEN give_up THEN now() END,
             run_after = now() + make_interval(secs => delay),
             plugin_digest = digest
-        WHERE j.task = mine AND j.slot = at AND j.key = named
+        -- Only the claim's done mark is failed over: a discarded or failed job stays so.
+        WHERE j.task = mine AND j.slot = at AND j.key = named AND j.status = 'done'
         RETURNING j.task, j.slot, j.key, j.attempts, j.last_error, j.plugin_digest, j.status
     ), counted AS (
         INSERT INTO almanac.job_counts (task, month, done, pending, failed)
@@ -172,6 +173,12 @@ DECLARE
     n integer;
     allowed text[];
 BEGIN
+    -- The host checks these before it calls; a plugin that reached this function some
+    -- other way gets the same bounds (host/src/outbox/message.rs).
+    IF publish.topic !~ '^[a-z0-9._-]{1,200}$' OR octet_length(publish.key) NOT BETWEEN 1 AND 1000
+       OR octet_length(publish.payload) > 1048576 OR publish.content_type !~ '^[ -~]{1,200}$' THEN
+        RAISE EXCEPTION 'refused: an outbox message outside its bounds (topic, key, payload of at most 1 MiB, content type)' USING ERRCODE = '22023';
+    END IF;
     -- The first publisher claims an unclaimed topic; a second racing for it waits on the
     -- key and then reads the winner's claim.
     INSERT INTO almanac.outbox_topics AS t (topic, publishers) VALUES (publish.topic, ARRAY[mine]) ON CONFLICT (topic) DO NOTHING;

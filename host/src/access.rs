@@ -15,23 +15,25 @@ use crate::db::Sql;
 
 /// The host's own view of its connection role.
 const WHO_AM_I: &str = "SELECT current_user::text, rolsuper, rolcreaterole FROM pg_roles WHERE rolname = current_user";
-const ROLE_EXISTS: &str = "SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles WHERE rolname = $1";
+const ROLE_EXISTS: &str = "SELECT pg_catalog.pg_has_role(current_user, oid, 'MEMBER') FROM pg_catalog.pg_roles WHERE rolname = $1";
 /// Everything the role holds in this database now: revoked before the declared set is
 /// granted, so a table dropped from a new version's declaration loses its grant.
 /// Tables the role owns are left alone: an owner's rights are its own (revoking them
 /// once took TRUNCATE from the plugin's own ledger, and from the host with it).
-const HELD_TABLES: &str = "SELECT c.oid::regclass::text FROM pg_class c, aclexplode(c.relacl) a
+// pg_catalog-qualified: an exact-type function of a schema a plugin could create in
+// (`public.quote_ident(name)`) would otherwise be picked over the built-in, and run as the host.
+const HELD_TABLES: &str = "SELECT c.oid::regclass::text FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
      WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)
        AND c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = $1)";
-const HELD_SCHEMAS: &str = "SELECT quote_ident(n.nspname) FROM pg_namespace n, aclexplode(n.nspacl) a
+const HELD_SCHEMAS: &str = "SELECT pg_catalog.quote_ident(n.nspname::text) FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
      WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)";
 /// A declared table as the server resolves it (the session's search_path applies).
 const RESOLVE_TABLE: &str = "SELECT c.oid::regclass::text, n.nspname::text, c.relowner = (SELECT oid FROM pg_roles WHERE rolname = $2)
      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.oid = to_regclass($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')";
+     WHERE c.oid = pg_catalog.to_regclass($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')";
 /// Sequences behind a table's serial or identity columns: writers need them.
 const OWNED_SEQUENCES: &str = "SELECT s.oid::regclass::text FROM pg_depend d JOIN pg_class s ON s.oid = d.objid
-     WHERE d.classid = 'pg_class'::regclass AND d.refobjid = to_regclass($1) AND s.relkind = 'S' AND d.deptype IN ('a', 'i')";
+     WHERE d.classid = 'pg_class'::regclass AND d.refobjid = pg_catalog.to_regclass($1) AND s.relkind = 'S' AND d.deptype IN ('a', 'i')";
 
 /// Schemas no plugin role is ever granted anything in.
 const HOST_SCHEMAS: &[&str] = &["almanac", "almanac_job", "pg_catalog", "information_schema", "pg_toast"];

@@ -331,11 +331,21 @@ async fn install(
     }
     tx.commit().await?;
     if !spec.setup.is_empty() {
-        let mut session = logins.get(plugin.name()).await?;
-        let setup = session.transaction().await?;
-        setup.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
-        access::run_setup(&*setup, &spec.role, &spec.setup).await?;
-        setup.commit().await?;
+        let setup = async {
+            let mut session = logins.get(plugin.name()).await?;
+            let setup = session.transaction().await?;
+            setup.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
+            access::run_setup(&*setup, &spec.role, &spec.setup).await?;
+            setup.commit().await?;
+            session.batch_execute(crate::login::CLEAN).await?;
+            anyhow::Ok(())
+        }
+        .await;
+        if let Err(e) = setup {
+            // The right to create tables ends with the setup, whatever became of it.
+            access::grant_present(&***conn, &spec.role, &spec.tables, true).await?;
+            return Err(e);
+        }
     }
     let tx = conn.transaction().await?;
     tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;

@@ -72,12 +72,13 @@ pub fn login_name(task: &str, database: &str) -> String {
     if name.len() <= 63 {
         return name;
     }
+    // 14 + 31 + 1 + 8 + 1 + 8 = 63 bytes.
     let digest = hex::encode(sha2::Sha256::digest(task.as_bytes()));
-    let mut cut = 36;
+    let mut cut = 31;
     while !task.is_char_boundary(cut.min(task.len())) {
         cut -= 1;
     }
-    format!("almanac_login_{}_{}_{db}", &task[..cut.min(task.len())], &digest[..4])
+    format!("almanac_login_{}_{}_{db}", &task[..cut.min(task.len())], &digest[..8])
 }
 
 /// Make `task`'s login in this database (a member of `role`, the task's role, alone)
@@ -90,6 +91,10 @@ pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str,
     let login = login_name(task, &database);
     let state = tx.opt(LOGIN_STATE, &[&login, &task]).await?.map(|row| (row.get::<_, bool>(0), row.get::<_, bool>(1)));
     if state == Some((true, true)) && !rotate {
+        // A login may set its own session defaults (`ALTER ROLE CURRENT_USER SET
+        // work_mem = ...`), which would outlive RESET ALL and every session: gone at
+        // each load.
+        tx.batch_execute(&format!("ALTER ROLE {} RESET ALL", crate::db::quote_ident(&login))).await?;
         return Ok(());
     }
     let password = new_password();
@@ -143,18 +148,27 @@ impl Logins {
         Arc::new(Logins { target: target.clone(), host, size, pools: Mutex::new(HashMap::new()) })
     }
 
-    /// A session of `task`'s login. A password rotated meanwhile is read again once.
+    /// A session of `task`'s login. A password rotated meanwhile is read again; one
+    /// refused even so (a plugin may change its own login's password, locking the hosts
+    /// out) is replaced by a new one.
     pub async fn get(&self, task: &str) -> Result<Object, LoginError> {
-        let pool = self.pool(task).await?;
-        match pool.get().await {
-            Ok(conn) => Ok(conn),
-            Err(e) if is_auth(&e) => {
-                self.forget(task);
-                let pool = self.pool(task).await?;
-                pool.get().await.map_err(|e| LoginError::Connect { task: task.to_owned(), reason: crate::db::error_chain(&e) })
-            }
-            Err(e) => Err(LoginError::Connect { task: task.to_owned(), reason: crate::db::error_chain(&e) }),
+        let refused = |e: deadpool_postgres::PoolError| LoginError::Connect { task: task.to_owned(), reason: crate::db::error_chain(&e) };
+        match self.pool(task).await?.get().await {
+            Ok(conn) => return Ok(conn),
+            Err(e) if is_auth(&e) => self.forget(task),
+            Err(e) => return Err(refused(e)),
         }
+        match self.pool(task).await?.get().await {
+            Ok(conn) => return Ok(conn),
+            Err(e) if is_auth(&e) => {
+                tracing::warn!(task, "the login's recorded password is refused: giving it a new one");
+                let mut host = self.host.get().await.map_err(refused)?;
+                rotate(&mut host, Some(task)).await?;
+                self.forget(task);
+            }
+            Err(e) => return Err(refused(e)),
+        }
+        self.pool(task).await?.get().await.map_err(refused)
     }
 
     /// Drop `task`'s pool (its login changed): the next [`Logins::get`] reads it anew.
@@ -189,5 +203,20 @@ fn is_auth(e: &deadpool_postgres::PoolError) -> bool {
     match e {
         deadpool_postgres::PoolError::Backend(pg) => pg.code().is_some_and(|c| c.code().starts_with("28")),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn login_names_fit_postgres_and_stay_distinct() {
+        assert_eq!(login_name("daily-points", "almanac").len(), "almanac_login_daily-points_".len() + 8);
+        for task in ["a".repeat(40), "a".repeat(63), format!("{}é", "a".repeat(40))] {
+            assert!(login_name(&task, "almanac").len() <= 63, "{task}");
+        }
+        assert_ne!(login_name(&"a".repeat(64), "db"), login_name(&format!("{}b", "a".repeat(63)), "db"));
+        assert_ne!(login_name("t", "one"), login_name("t", "two"), "per database");
     }
 }

@@ -53,8 +53,18 @@ async fn plugin_logins_hold_real_passwords_that_rotate_while_a_host_runs() {
 
     db.enqueue("daily-points", "2026-03-02T16:00:00Z", &["1", "2", "3"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 6, Duration::from_secs(60)).await;
+
+    // A login may change its own password (a plugin that reached ALTER ROLE through a
+    // function would lock the hosts out): the host gives it a new one and goes on.
+    db.client.batch_execute(&format!("ALTER ROLE \"{login}\" PASSWORD 'hijacked'")).await.unwrap();
+    db.client.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", &[&login]).await.unwrap();
+    db.enqueue("daily-points", "2026-03-03T16:00:00Z", &["1", "2", "3"]).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 9, Duration::from_secs(60)).await;
+    let hijacked = format!("host=127.0.0.1 port={} dbname=almanac user={login} password=hijacked", pg.cluster.port);
+    assert!(tokio_postgres::connect(&hijacked, tokio_postgres::NoTls).await.is_err(), "the plugin's password no longer logs in");
     host.stop().await;
-    assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points = 20").await, 3, "each account paid once per day");
+    assert!(host.log().contains("giving it a new one"), "{}", host.log());
+    assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points = 30").await, 3, "each account paid once per day");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status <> 'done'").await, 0);
     // The listing shows the login, not its password.
     let (code, out, _) = almanac(&pg.url(), &["logins"]);

@@ -340,6 +340,11 @@ pub async fn run_batch(
     let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), claimed, conn.batch_execute("SAVEPOINT job")).await?;
     outcome.claimed = rows.len();
     let mut rows: Vec<Claimed> = rows.iter().map(Claimed::from).collect();
+    // The session is the plugin's, and so is what it answers: a plugin that replaced the
+    // host's prepared claim on its session must not get another task's job recorded.
+    if let Some(other) = rows.iter().find(|r| r.task != task) {
+        return Err(BatchError::ConnectionLost(format!("the claim in {task}'s session answered a job of task {:?}; the session is dropped", other.task)));
+    }
     // In the claim's order (an UPDATE returns its rows in no particular order).
     rows.sort_by(|a, b| (a.run_after, a.slot, &a.key).cmp(&(b.run_after, b.slot, &b.key)));
     // A job a crash marked runs alone: in a batch of several it waits for its own.
