@@ -222,3 +222,91 @@ BEGIN
     END LOOP;
     RETURN floor;
 END $$;
+
+-- Enqueue per task. `almanac_client` may enqueue into every task, as before; a role
+-- given tasks one by one (`almanac clients allow ROLE TASK`: a row here, and membership
+-- in `almanac_enqueuer`, which holds EXECUTE on the two functions and nothing else) may
+-- enqueue into those alone, and a refusal names only the tasks the caller may use. The
+-- caller is `session_user` (inside these functions `current_user` is their owner); a role
+-- it has SET ROLE to is one it is a member of, which is what is checked.
+CREATE TABLE almanac.enqueue_grants (
+    grantee text NOT NULL,
+    task    text NOT NULL,
+    PRIMARY KEY (grantee, task)
+);
+
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'almanac_enqueuer') THEN
+        CREATE ROLE almanac_enqueuer NOLOGIN;
+    END IF;
+END $$;
+GRANT USAGE ON SCHEMA almanac TO almanac_enqueuer;
+GRANT EXECUTE ON FUNCTION almanac.enqueue(text, timestamptz, text, jsonb, timestamptz, boolean) TO almanac_enqueuer;
+GRANT EXECUTE ON FUNCTION almanac.enqueue_many(text, timestamptz, text[], jsonb, boolean) TO almanac_enqueuer;
+
+-- The tasks the caller may enqueue into, or NULL for all of them.
+CREATE FUNCTION almanac.enqueue_tasks() RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN pg_catalog.pg_has_role(session_user, 'almanac_client', 'MEMBER') THEN NULL
+                ELSE coalesce((SELECT array_agg(DISTINCT g.task ORDER BY g.task) FROM almanac.enqueue_grants g
+                               WHERE pg_catalog.pg_has_role(session_user, g.grantee, 'MEMBER')), '{}') END
+$$;
+REVOKE ALL ON FUNCTION almanac.enqueue_tasks() FROM PUBLIC;
+
+-- The caller's right to the task, checked before anything else the enqueue functions do.
+CREATE FUNCTION almanac.check_rights(task text) RETURNS void
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    mine text[] := almanac.enqueue_tasks();
+BEGIN
+    IF task IS NOT NULL AND mine IS NOT NULL AND NOT task = ANY(mine) THEN
+        RAISE EXCEPTION 'almanac.enqueue: role % may not enqueue into task "%"', session_user, task
+            USING ERRCODE = '42501',
+                  HINT = 'tasks it may enqueue into: ' || coalesce(nullif(array_to_string(mine, ', '), ''), 'none')
+                         || ' (an operator grants one with: almanac clients allow ROLE TASK)';
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION almanac.check_rights(text) FROM PUBLIC;
+
+-- The two enqueue functions of V7, the right checked first (their grants stay).
+CREATE OR REPLACE FUNCTION almanac.enqueue(task text, slot timestamptz, key text, payload jsonb DEFAULT NULL,
+                                           run_after timestamptz DEFAULT NULL, off_calendar boolean DEFAULT false)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM almanac.check_rights(enqueue.task);
+    PERFORM almanac.check_enqueue(enqueue.task, enqueue.slot, coalesce(enqueue.off_calendar, false));
+    PERFORM almanac.check_key(enqueue.key);
+    INSERT INTO almanac.jobs (task, slot, key, payload, run_after)
+    VALUES (enqueue.task, enqueue.slot, enqueue.key, enqueue.payload, greatest(coalesce(enqueue.run_after, now()), enqueue.slot))
+    ON CONFLICT (task, slot, key) DO NOTHING;
+    RETURN FOUND;
+END $$;
+
+CREATE OR REPLACE FUNCTION almanac.enqueue_many(task text, slot timestamptz, keys text[], payload jsonb DEFAULT NULL,
+                                                off_calendar boolean DEFAULT false)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    bad text;
+    created integer;
+BEGIN
+    PERFORM almanac.check_rights(enqueue_many.task);
+    PERFORM almanac.check_enqueue(enqueue_many.task, enqueue_many.slot, coalesce(enqueue_many.off_calendar, false));
+    IF keys IS NULL THEN
+        RAISE EXCEPTION 'almanac.enqueue_many: keys must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    SELECT k INTO bad FROM unnest(keys) k WHERE k IS NULL OR k = '' OR octet_length(k) > 1024 LIMIT 1;
+    IF FOUND THEN
+        PERFORM almanac.check_key(bad);
+    END IF;
+    INSERT INTO almanac.jobs (task, slot, key, payload, run_after)
+    SELECT enqueue_many.task, enqueue_many.slot, k, enqueue_many.payload, greatest(now(), enqueue_many.slot)
+    FROM unnest(keys) k
+    ON CONFLICT (task, slot, key) DO NOTHING;
+    GET DIAGNOSTICS created = ROW_COUNT;
+    RETURN created;
+END $$;

@@ -15,6 +15,7 @@ pub mod bindings;
 pub mod calendar;
 pub mod capability;
 pub mod catalog;
+pub mod clients;
 pub mod cluster;
 pub mod config;
 pub mod dashboard;

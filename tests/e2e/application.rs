@@ -228,3 +228,48 @@ async fn the_readme_examples_run() {
     assert!(example::place_order(&mut client, 43, "grace@example.com").await.is_err());
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 3);
 }
+
+/// A role given one task may enqueue into that task alone, and a refusal names only the
+/// tasks it may use; `almanac_client` still reaches every task.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_application_given_one_task_enqueues_into_it_alone() {
+    let db = TestDb::new().await;
+    db.accounts(1).await;
+    let plugins = plugin_dir(&["daily_points", "fixture_attacker"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    db.wait_count("SELECT count(*) FROM almanac.schedules", 2, Duration::from_secs(60)).await;
+    host.stop().await;
+    let role = format!("{}_shop", db.name);
+    db.client.batch_execute(&format!("CREATE ROLE {role} LOGIN")).await.unwrap();
+    let (code, out, err) = crate::support::almanac(&db.url, &["clients", "allow", &role, "fixture-attacker"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), format!("{role} may enqueue into fixture-attacker"));
+    let shop = crate::support::connect(&format!("{} user={role}", db.url)).await;
+    let created: bool = shop
+        .query_one("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'mine', off_calendar => true)", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(created);
+    for sql in [
+        "SELECT almanac.enqueue('daily-points', '2026-03-07T16:00:00Z', '1', off_calendar => true)",
+        "SELECT almanac.enqueue_many('daily-points', '2026-03-07T16:00:00Z', ARRAY['1'])",
+        "SELECT almanac.enqueue('no-such-task', '2026-03-07T16:00:00Z', '1')",
+    ] {
+        let (code, text) = refused(&shop, sql).await;
+        assert_eq!(code, "42501", "{sql}: {text}");
+        assert!(text.contains(&format!("role {role} may not enqueue into task")), "{text}");
+        assert!(text.contains("hint: tasks it may enqueue into: fixture-attacker ("), "only its own task is named: {text}");
+    }
+    let (code, text) = refused(&shop, "SELECT count(*) FROM almanac.jobs").await;
+    assert_eq!(code, "42501", "{text}");
+    // almanac_client members reach every task, as before.
+    let app = application(&db).await;
+    assert!(app.query_one("SELECT almanac.enqueue('daily-points', '2026-03-07T16:00:00Z', '1', off_calendar => true)", &[]).await.is_ok());
+    let (code, _, _) = crate::support::almanac(&db.url, &["clients", "revoke", &role, "fixture-attacker"]);
+    assert_eq!(code, 0);
+    let (code, text) = refused(&shop, "SELECT almanac.enqueue('fixture-attacker', '2026-01-02T00:00:00Z', 'k', off_calendar => true)").await;
+    assert_eq!(code, "42501");
+    assert!(text.contains("hint: tasks it may enqueue into: none"), "{text}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'daily-points'").await, 1, "only almanac_client's");
+}

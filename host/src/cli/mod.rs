@@ -1,5 +1,6 @@
 //! Command-line interface: parse, set up logging, pick the database, dispatch.
 mod bench;
+mod clients;
 mod demo;
 mod dryrun;
 mod jobs;
@@ -102,6 +103,8 @@ enum Command {
     Outbox(outbox::OutboxArgs),
     /// The plugins' database logins; `logins rotate [TASK]` gives them new passwords.
     Logins(logins::LoginsArgs),
+    /// Which roles may enqueue into which tasks; `clients allow ROLE TASK`, `clients revoke ROLE TASK`.
+    Clients(clients::ClientsArgs),
     /// Preview a schedule's slots in local and UTC time.
     Slots(schedule::SlotsArgs),
     /// Every schedule: cursor, next slot, catch-up policy, paused.
@@ -450,6 +453,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Logins(args) => {
             let url = almanac_db().await?;
             return logins::run(&url, args).await;
+        }
+        Command::Clients(args) => {
+            let url = almanac_db().await?;
+            return clients::run(&url, args).await;
         }
         Command::Slots(args) => {
             return schedule::slots(cli.database_url, &cli.data_dir, args).await;
