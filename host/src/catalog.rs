@@ -374,7 +374,7 @@ async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
     let writable = spec.writable();
     let declared: Vec<String> = spec.tables.iter().map(|t| t.name.clone()).collect();
     for statement in &spec.setup {
-        policy.check_setup(statement, &writable, &declared).await.with_context(|| format!("setup statement {statement:?}"))?;
+        policy.check_setup(plugin.name(), statement, &writable, &declared).await.with_context(|| format!("setup statement {statement:?}"))?;
     }
     Ok(())
 }

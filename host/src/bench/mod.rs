@@ -326,7 +326,7 @@ async fn statement_policy(calls: usize) -> anyhow::Result<(f64, f64)> {
     let started = Instant::now();
     for i in 0..calls {
         let sql = STATEMENTS[i % STATEMENTS.len()];
-        policy.check(sql, &schemas).await.map_err(|e| anyhow::anyhow!("{sql}: {e}"))?;
+        policy.check("bench", sql, &schemas).await.map_err(|e| anyhow::anyhow!("{sql}: {e}"))?;
     }
     Ok((uncached, started.elapsed().as_secs_f64() * 1e6 / calls as f64))
 }

@@ -265,7 +265,7 @@ impl Session {
         }
         if who == Who::Plugin {
             let schemas = self.role.as_ref().map(|r| r.schemas.as_slice()).unwrap_or_default();
-            if let Err(refusal) = self.policy.check(&sql, schemas).await {
+            if let Err(refusal) = self.policy.check(&self.task, &sql, schemas).await {
                 let message = crate::text::clip(refusal.to_string(), crate::text::MAX_ERROR);
                 return Ok(Err(self.fail(DbError { sqlstate: refusal.sqlstate(), message, retryable: false })));
             }

@@ -125,14 +125,15 @@ impl Policy {
         Ok(Policy { allowed: Arc::new(allowed), cache: Mutex::new(HashMap::new()), parser: parser::Parser::new() })
     }
 
-    /// Accept or refuse one statement from a plugin whose tables live in `schemas`.
-    pub async fn check(&self, sql: &str, schemas: &[String]) -> Result<(), Refusal> {
+    /// Accept or refuse one statement from `task`'s plugin, whose tables live in
+    /// `schemas` (statements wait for a parser by task, in turn).
+    pub async fn check(&self, task: &str, sql: &str, schemas: &[String]) -> Result<(), Refusal> {
         within_length(sql)?;
         if let Some(verdict) = self.cache.lock().expect("policy cache").get(sql) {
             return permitted(verdict, schemas);
         }
         let (text, allowed) = (sql.to_owned(), self.allowed.clone());
-        let verdict = self.parser.run(move || decide(&text, &allowed)).await;
+        let verdict = self.parser.run(task, move || decide(&text, &allowed)).await;
         let outcome = permitted(&verdict, schemas);
         if sql.len() <= CACHE_MAX_TEXT {
             let mut cache = self.cache.lock().expect("policy cache");
@@ -155,11 +156,11 @@ impl Policy {
     /// declares writable may be created or extended, standing alone (no INHERITS,
     /// PARTITION OF, OF or LIKE, no foreign key to a table it does not declare), and the
     /// allowlist applies to the defaults and checks they carry.
-    pub async fn check_setup(&self, sql: &str, writable: &[String], declared: &[String]) -> Result<(), Refusal> {
+    pub async fn check_setup(&self, task: &str, sql: &str, writable: &[String], declared: &[String]) -> Result<(), Refusal> {
         within_length(sql)?;
         let (text, allowed, writable, declared) = (sql.to_owned(), self.allowed.clone(), writable.to_vec(), declared.to_vec());
         let schemas = schemas_of(&declared);
-        let verdict = self.parser.run(move || decide_setup(&text, &allowed, &writable, &declared)).await;
+        let verdict = self.parser.run(task, move || decide_setup(&text, &allowed, &writable, &declared)).await;
         permitted(&verdict, &schemas)
     }
 }
