@@ -316,7 +316,22 @@ async fn thirty_host_kills_and_two_server_crashes_pay_every_account_exactly_once
     // The test's own connection did not survive the server crashes.
     db.client = connect(&url).await;
     let total = ACCOUNTS * DAYS;
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", total, Duration::from_secs(90)).await;
+    // On a timeout, say where the missing jobs stand and what holds them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await < total {
+        if std::time::Instant::now() > deadline {
+            let show = |sql: &'static str| {
+                let client = &db.client;
+                async move { client.query(sql, &[]).await.unwrap().iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>() }
+            };
+            eprintln!("not done: {:?}", show("SELECT key || ' ' || slot || ' ' || status || ' attempts ' || attempts || ' crashes ' || crashes || ' ' || coalesce(last_error, '-') || ' due in ' || (run_after - now())::text FROM almanac.jobs WHERE status <> 'done'").await);
+            eprintln!("claims: {:?}", show("SELECT row_to_json(c)::text FROM almanac.claims c").await);
+            eprintln!("sessions: {:?}", show("SELECT coalesce(usename::text, '') || ' ' || coalesce(application_name, '') || ' ' || coalesce(state, '') || ' ' || left(coalesce(query, ''), 80) FROM pg_stat_activity WHERE datname = current_database()").await);
+            let logs: Vec<String> = hosts.iter().map(HostProc::log).collect();
+            panic!("timed out after 90s: not every job is done; the running hosts' logs:\n{}", logs.join("\n----\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, total);
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status <> 'done'").await, 0, "none pending or failed");
     assert_eq!(db.count("SELECT count(*) FROM almanac.slots WHERE status = 'generated'").await, DAYS);
