@@ -320,16 +320,7 @@ async fn install(
     register: Option<&str>,
 ) -> anyhow::Result<()> {
     let spec = &plugin.spec;
-    check_setup(plugin, policy).await?;
-    let client: &tokio_postgres::Client = conn;
-    access::ensure_role(client, &spec.role).await?;
-    let tx = conn.transaction().await?;
-    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
-    crate::login::ensure(&*tx, plugin.name(), &spec.role, false).await?;
-    if !spec.setup.is_empty() {
-        access::open_setup(&*tx, &spec.role, &spec.writable()).await?;
-    }
-    tx.commit().await?;
+    open_login(conn, plugin, policy, false).await?;
     if !spec.setup.is_empty() {
         let setup = async {
             let mut session = logins.get(plugin.name()).await?;
@@ -385,13 +376,23 @@ async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
 /// a committed role). The setup itself runs in the dry run's own transaction
 /// ([`dry_setup`]), rolled back with it.
 pub async fn prepare_login(client: &mut Object, plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
+    open_login(client, plugin, policy, true).await
+}
+
+/// Committed before a plugin's session can open: its setup checked, its role, its login
+/// (under the setup lock), with `grant_existing` grants of the declared tables that
+/// exist already, and the right to create tables for its setup.
+async fn open_login(conn: &mut Object, plugin: &Plugin, policy: &Policy, grant_existing: bool) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     check_setup(plugin, policy).await?;
-    access::ensure_role(&***client, &spec.role).await?;
-    let tx = client.transaction().await?;
+    access::ensure_role(&***conn, &spec.role).await?;
+    let tx = conn.transaction().await?;
     tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
     crate::login::ensure(&*tx, plugin.name(), &spec.role, false).await?;
-    access::grant_present(&*tx, &spec.role, &spec.tables, true).await?;
+    if grant_existing {
+        // Before open_setup: a grant revokes what the role held on schemas first.
+        access::grant_present(&*tx, &spec.role, &spec.tables, true).await?;
+    }
     if !spec.setup.is_empty() {
         access::open_setup(&*tx, &spec.role, &spec.writable()).await?;
     }

@@ -132,6 +132,14 @@ pub async fn connect(pool: &Pool, shutdown: &CancellationToken) -> Result<Object
     }
 }
 
+/// Drop a connection that may be mid-transaction (or carry a cancel request) instead of
+/// returning it to its pool.
+pub fn discard(conn: std::sync::Arc<Object>) {
+    if let Ok(conn) = std::sync::Arc::try_unwrap(conn) {
+        drop(Object::take(conn));
+    }
+}
+
 /// The server's clock (`now()`): what "due" means is the database's time, not a host's.
 pub async fn server_now(client: &tokio_postgres::Client) -> Result<chrono::DateTime<chrono::Utc>, tokio_postgres::Error> {
     Ok(client.query_one("SELECT now()", &[]).await?.get(0))

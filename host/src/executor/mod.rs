@@ -237,7 +237,7 @@ impl Worker {
                 Ok(outcome) if outcome.retire_connection => {
                     tracing::debug!(worker = self.id, "replacing a connection that carried a cancel request");
                     if let Some(s) = session.take() {
-                        discard(s.conn);
+                        crate::db::discard(s.conn);
                     }
                 }
                 Ok(outcome) if outcome.claimed > 0 || !alone.is_empty() => idle = Duration::from_millis(10),
@@ -247,7 +247,7 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(worker = self.id, task = %task, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
                     if let Some(s) = session.take() {
-                        discard(s.conn);
+                        crate::db::discard(s.conn);
                     }
                 }
             }
@@ -285,13 +285,6 @@ impl SlotCache {
         let slot = applied.wit_slot(&applied.slot_at(start));
         self.slots.insert(key, slot.clone());
         slot
-    }
-}
-
-/// Drop a connection that may be mid-transaction instead of returning it to the pool.
-fn discard(conn: Arc<Object>) {
-    if let Ok(conn) = Arc::try_unwrap(conn) {
-        drop(Object::take(conn));
     }
 }
 

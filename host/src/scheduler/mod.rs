@@ -135,9 +135,7 @@ impl<'a> Planner<'a> {
     /// After a failure: the session is not returned to its pool.
     fn discard(&mut self) {
         if let Some(session) = self.session.take() {
-            if let Ok(session) = Arc::try_unwrap(session) {
-                drop(Object::take(session));
-            }
+            crate::db::discard(session);
         }
     }
 }
@@ -384,9 +382,7 @@ pub async fn run(pool: Pool, logins: Arc<Logins>, loaded: Arc<Loaded>, options: 
             }
         }
         if !healthy {
-            if let Ok(conn) = Arc::try_unwrap(conn) {
-                drop(Object::take(conn));
-            }
+            crate::db::discard(conn);
             continue;
         }
         drop(conn);
