@@ -9,6 +9,8 @@
 //! paused = false              # default: leave as it is in the database
 //! horizon = "90d"             # how far back backfills may reach; default: 30 days, or
 //!                             # the catch-up window if that is longer
+//! period = "month"            # what one job is for: slot | day | week | month | quarter
+//!                             # | year; default: from the cron (crate::calendar::period)
 //!
 //! [tasks.daily-points.settings]  # what the plugin declares it takes (see `config.get`)
 //! points = "25"
@@ -66,6 +68,7 @@ struct TaskOverride {
     start_at: Option<Spanned<String>>,
     paused: Option<bool>,
     horizon: Option<Spanned<String>>,
+    period: Option<Spanned<String>>,
     #[serde(default)]
     settings: BTreeMap<Spanned<String>, Spanned<String>>,
 }
@@ -79,6 +82,8 @@ pub struct TaskSettings {
     pub paused: Option<bool>,
     /// How far back backfills may reach (None: the default, see [`crate::task::default_horizon`]).
     pub horizon: Option<std::time::Duration>,
+    /// The business period one job is for (None: the schedule's default).
+    pub period: Option<crate::calendar::Period>,
     /// Every setting the task declares, with the operator's value or its default.
     pub values: Settings,
 }
@@ -130,7 +135,14 @@ impl Config {
             ),
             None => None,
         };
-        Ok(TaskSettings { start_at, paused: o.paused, horizon, values })
+        let period = match &o.period {
+            Some(p) if spec.schedule.is_none() => {
+                return self.invalid(p.span(), format!("task {:?} runs on demand: its periods are its instants; it takes no period", spec.name));
+            }
+            Some(p) => Some(p.get_ref().parse().or_else(|e| self.invalid(p.span(), e))?),
+            None => None,
+        };
+        Ok(TaskSettings { start_at, paused: o.paused, horizon, period, values })
     }
 
     /// No configuration file: every task as its plugin declares it.

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use crate::access::TableGrant;
 use crate::bindings::almanac::plugin::types::Slot as WitSlot;
 use crate::bindings::exports::almanac::plugin::task::{Access, CatchUp as WitCatchUp, TaskInfo};
-use crate::calendar::{Schedule, Slot};
+use crate::calendar::{Period, Schedule, Slot};
 
 /// What to do with slots missed during downtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,11 +197,25 @@ pub struct Applied {
     pub schedule: Option<Schedule>,
     pub zone: chrono_tz::Tz,
     pub catch_up: CatchUp,
+    /// What one job is for: its identity is (task, period, key).
+    pub period: Period,
+    /// The first local day of `period`'s unit, when an `apply --period-from` changed it:
+    /// earlier periods are the old unit's and are not generated again.
+    pub period_from: Option<chrono::NaiveDate>,
 }
 
 impl Applied {
     pub fn declared(spec: &TaskSpec) -> Applied {
-        Applied { revision: 0, schedule: spec.schedule.clone(), zone: spec.zone, catch_up: spec.catch_up }
+        let period = spec.schedule.as_ref().map_or(Period::Slot, Schedule::default_period);
+        Applied { revision: 0, schedule: spec.schedule.clone(), zone: spec.zone, catch_up: spec.catch_up, period, period_from: None }
+    }
+
+    /// The name of the period a slot starting at `start` is for.
+    pub fn period_label(&self, start: DateTime<Utc>) -> String {
+        match &self.schedule {
+            Some(schedule) => schedule.period_label(self.period, start),
+            None => self.slot_at(start).label,
+        }
     }
 
     /// The slot a job of this task starting at `start` belongs to: its schedule's, or,
@@ -213,12 +227,13 @@ impl Applied {
         }
     }
 
-    /// A slot of this schedule as the plugin sees it (WIT `slot`).
-    pub fn wit_slot(&self, slot: &Slot) -> WitSlot {
+    /// A slot of this schedule as the plugin sees it (WIT `slot`), labelled with the
+    /// period it is for.
+    pub fn wit_slot(&self, slot: &Slot, period: &str) -> WitSlot {
         WitSlot {
             start: slot.start.timestamp_micros(),
             end: slot.end.timestamp_micros(),
-            label: slot.label.clone(),
+            label: period.to_owned(),
             zone: self.zone.name().to_owned(),
         }
     }

@@ -175,6 +175,25 @@ impl Schedule {
                 return day.format("%Y-%m-%d").to_string();
             }
         }
+        self.time_label(start)
+    }
+
+    /// The period unit this schedule means when its task declares none.
+    pub fn default_period(&self) -> Period {
+        Period::default_for(self.cron.pattern.as_str(), self.daily)
+    }
+
+    /// The name of the `unit` period holding the slot that starts at `start` (see
+    /// [`period`]): for `slot`, its local time and offset; else of its business day.
+    pub fn period_label(&self, unit: Period, start: DateTime<Utc>) -> String {
+        match unit {
+            Period::Slot => self.time_label(start),
+            _ => unit.day_label(self.business_day(start).unwrap_or_else(|| start.with_timezone(&self.zone).date_naive())),
+        }
+    }
+
+    /// `start` as local time with its offset, to the minute (seconds when not zero).
+    fn time_label(&self, start: DateTime<Utc>) -> String {
         let local = start.with_timezone(&self.zone);
         let time = local.time();
         let format = if time.nanosecond() != 0 {
@@ -424,6 +443,8 @@ fn local_naive(zone: Tz, t: DateTime<Utc>) -> Option<NaiveDateTime> {
 
 mod published;
 pub use published::{Published, REFRESH_DAYS};
+pub mod period;
+pub use period::Period;
 
 #[cfg(test)]
 mod tests;

@@ -209,6 +209,11 @@ pub struct ApplyArgs {
     /// Say what would change; change nothing.
     #[arg(long)]
     dry_run: bool,
+    /// With a change of a task's period unit (`period` in the file): the local day
+    /// (YYYY-MM-DD, the first day of one of the new unit's periods) from which the new
+    /// unit applies. Without it such a change is refused.
+    #[arg(long, value_name = "DATE")]
+    period_from: Option<chrono::NaiveDate>,
 }
 
 pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> anyhow::Result<ExitCode> {
@@ -237,7 +242,7 @@ pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> an
             None => almanac::config::Config::none().apply_to(&mut spec)?,
         };
         let tx = client.transaction().await?;
-        let outcome = applied::apply(&tx, &spec, &settings, &origin, reason.as_deref()).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
+        let outcome = applied::apply(&tx, &spec, &settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
         match args.dry_run {
             true => tx.rollback().await?,
             false => tx.commit().await?,
@@ -310,7 +315,7 @@ pub struct BackfillArgs {
     /// Folder of plugin components; the task's plugin plans the slots.
     #[arg(long)]
     plugins: std::path::PathBuf,
-    /// Per-task overrides.
+    /// Per-task overrides [default: ./almanac.toml if it exists].
     #[arg(long)]
     config: Option<std::path::PathBuf>,
 }
@@ -318,7 +323,7 @@ pub struct BackfillArgs {
 pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs) -> anyhow::Result<ExitCode> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let options = host::Options {
-        config: args.config.clone(),
+        config: args.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists())),
         shutdown_grace: std::time::Duration::from_secs(1),
         register_schedules: false,
         ..host::Options::new(args.plugins.clone(), data_dir)
@@ -351,6 +356,19 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
     if to > now {
         bail!("--to {} is in the future; backfill only generates slots that have started (the schedule does the rest)", utc(to));
     }
+    if let Some(horizon) = scheduler::operate::horizon(&***conn, &args.task).await? {
+        let oldest = now - chrono::Duration::from_std(horizon).unwrap_or(chrono::Duration::MAX);
+        if from < oldest {
+            bail!(
+                "--from {} is past {}'s backfill horizon of {} (the oldest slot a backfill may reach is {}); \
+                 a horizon keeps a typo from re-running years: raise `horizon` for the task in almanac.toml and `almanac apply` if you mean it",
+                utc(from),
+                args.task,
+                almanac::task::format_duration(horizon),
+                utc(oldest)
+            );
+        }
+    }
     let total = schedule.slots_after(from - chrono::Duration::microseconds(1)).take_while(|s| s.start < to).count();
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(total as u64);
@@ -371,13 +389,26 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
         bar.finish_and_clear();
     }
     println!(
-        "backfill {} [{} .. {}): {} slots, {} new jobs, {} already present",
+        "backfill {} [{} .. {}): {} periods generated, {} new jobs, {} already present; {} periods already handled",
         args.task,
         utc(from),
         utc(to),
         outcome.generated,
         outcome.jobs,
-        outcome.planned - outcome.jobs
+        outcome.planned - outcome.jobs,
+        outcome.handled.len()
     );
+    if !outcome.handled.is_empty() {
+        const SHOWN: usize = 20;
+        let named: Vec<String> = outcome
+            .handled
+            .iter()
+            .take(SHOWN)
+            .map(|(period, revision)| format!("{period} (revision {})", revision.map_or("unknown".into(), |r| r.to_string())))
+            .collect();
+        let more = outcome.handled.len().saturating_sub(SHOWN);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        println!("  skipped, already generated or skipped: {}{more}", named.join(", "));
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -61,6 +61,7 @@ typed! {
     f64 => FLOAT8 / FLOAT8_ARRAY,
     String => TEXT / TEXT_ARRAY,
     DateTime<Utc> => TIMESTAMPTZ / TIMESTAMPTZ_ARRAY,
+    chrono::NaiveDate => DATE / DATE_ARRAY,
     serde_json::Value => JSONB / JSONB_ARRAY,
 }
 

@@ -271,18 +271,20 @@ pub struct SlotCache {
 impl SlotCache {
     const CAPACITY: usize = 1024;
 
-    fn get(&mut self, plugin: &crate::plugin::Plugin, start: DateTime<Utc>) -> Slot {
+    /// The WIT slot of a job keyed under `start`, labelled with its `period` (as the
+    /// job row names it: the period it was generated for, under whatever calendar).
+    fn get(&mut self, plugin: &crate::plugin::Plugin, start: DateTime<Utc>, period: &str) -> Slot {
         // By digest and revision: a reloaded plugin, or an applied change, may bring
         // another schedule.
         let applied = plugin.applied();
         let key = (plugin.digest.clone(), applied.revision, start);
-        if let Some(slot) = self.slots.get(&key) {
+        if let Some(slot) = self.slots.get(&key).filter(|s| s.label == period) {
             return slot.clone();
         }
         if self.slots.len() >= Self::CAPACITY {
             self.slots.clear();
         }
-        let slot = applied.wit_slot(&applied.slot_at(start));
+        let slot = applied.wit_slot(&applied.slot_at(start), period);
         self.slots.insert(key, slot.clone());
         slot
     }
@@ -371,7 +373,7 @@ pub async fn run_batch(
         let follow = if i + 1 == rows.len() { Follow::Commit } else { Follow::Savepoint };
         let job = Job {
             task: row.task.clone(),
-            slot: slots.get(&plugin, row.slot),
+            slot: slots.get(&plugin, row.slot, &row.period),
             key: row.key.clone(),
             attempt: u32::try_from(row.attempts).unwrap_or(0) + 1,
             payload: row.payload.clone(),
@@ -414,6 +416,7 @@ struct Claimed {
     last_error: Option<String>,
     digest: Option<String>,
     run_after: DateTime<Utc>,
+    period: String,
 }
 
 impl From<&tokio_postgres::Row> for Claimed {
@@ -428,6 +431,7 @@ impl From<&tokio_postgres::Row> for Claimed {
             last_error: row.get(6),
             digest: row.get(7),
             run_after: row.get(8),
+            period: row.get(9),
         }
     }
 }

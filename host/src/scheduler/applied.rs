@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use std::sync::Arc;
 
-use crate::calendar::Schedule;
+use crate::calendar::{Period, Schedule};
 use crate::capability::config::{Setting, Settings, SECRET};
 use crate::config::TaskSettings;
 use crate::plugin::Plugin;
@@ -42,6 +42,8 @@ pub struct Record {
     pub zone: String,
     pub catch_up: String,
     pub horizon: String,
+    /// What one job is for (crate::calendar::Period).
+    pub period: String,
     /// Values, and digests of secrets ([`crate::capability::config::Settings::shown`]).
     pub settings: BTreeMap<String, String>,
 }
@@ -55,6 +57,7 @@ impl Record {
             zone: spec.zone.name().to_owned(),
             catch_up: spec.catch_up.to_string(),
             horizon: format_duration(horizon),
+            period: declared_period(spec, settings).to_string(),
             settings: settings.values.shown(&spec.name),
         }
     }
@@ -68,6 +71,7 @@ impl Record {
             zone: row.get(1),
             catch_up: row.get(2),
             horizon: format_duration(Duration::from_secs_f64(horizon.max(0.0))),
+            period: row.get(8),
             settings: serde_json::from_value(settings).unwrap_or_default(),
         }
     }
@@ -75,7 +79,7 @@ impl Record {
     /// The fields that differ, as `cron "a" -> "b"`; empty when they agree.
     pub fn diff(&self, to: &Record) -> Vec<String> {
         let cron = |r: &Record| r.cron.clone().unwrap_or_else(|| "(on demand)".into());
-        let fields = [("cron", cron(self), cron(to)), ("zone", self.zone.clone(), to.zone.clone()), ("catch_up", self.catch_up.clone(), to.catch_up.clone()), ("horizon", self.horizon.clone(), to.horizon.clone())];
+        let fields = [("cron", cron(self), cron(to)), ("zone", self.zone.clone(), to.zone.clone()), ("catch_up", self.catch_up.clone(), to.catch_up.clone()), ("horizon", self.horizon.clone(), to.horizon.clone()), ("period", self.period.clone(), to.period.clone())];
         let mut diff: Vec<String> = fields.iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a:?} -> {b:?}")).collect();
         let names: std::collections::BTreeSet<&String> = self.settings.keys().chain(to.settings.keys()).collect();
         for name in names {
@@ -91,6 +95,11 @@ impl Record {
     fn json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("a record is plain strings")
     }
+}
+
+/// The period unit a task is declared with: the file's, else its schedule's default.
+fn declared_period(spec: &TaskSpec, settings: &TaskSettings) -> Period {
+    settings.period.or(spec.schedule.as_ref().map(Schedule::default_period)).unwrap_or(Period::Slot)
 }
 
 /// Why a host does not serve a task: its file (or plugin) disagrees with the schedule
@@ -132,6 +141,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
                 &horizon.as_secs_f64(),
                 &spec.schedule.as_ref().map(|s| s.published_json(Utc::now())),
                 &serde_json::json!(declared.settings),
+                &declared.period,
             ],
         )
         .await?;
@@ -206,7 +216,7 @@ fn show(r: &Record) -> String {
     };
     let settings: Vec<String> = r.settings.iter().map(|(k, v)| format!("{k} = {v:?}")).collect();
     let settings = if settings.is_empty() { String::new() } else { format!(", settings {}", settings.join(", ")) };
-    format!("{schedule}, horizon {}{settings}", r.horizon)
+    format!("{schedule}, period {}, horizon {}{settings}", r.period, r.horizon)
 }
 
 /// What `almanac apply` did to one task's schedule.
@@ -231,6 +241,7 @@ pub async fn apply(
     settings: &TaskSettings,
     origin: &str,
     reason: Option<&str>,
+    period_from: Option<chrono::NaiveDate>,
 ) -> Result<Applied, ApplyError> {
     let declared = Record::declared(spec, settings);
     let Some(row) = tx.opt(&format!("{STORED_SCHEDULE} FOR UPDATE"), &[&spec.name]).await? else {
@@ -246,6 +257,8 @@ pub async fn apply(
         return Ok(Applied::Unchanged);
     }
     let cursor: DateTime<Utc> = row.get(5);
+    let stored_from: Option<chrono::NaiveDate> = row.get(9);
+    let period_from = unit_change(spec, &stored, &declared, cursor, period_from)?.or(stored_from);
     let mut moved = None;
     let calendars = (stored.cron.as_deref(), spec.schedule.as_ref());
     if let ((Some(old), Some(new)), true) = (calendars, (&stored.cron, &stored.zone) != (&declared.cron, &declared.zone)) {
@@ -265,7 +278,12 @@ pub async fn apply(
             }
         }
     }
-    let new_cursor = moved.map_or(cursor, |(_, to, _)| to);
+    let mut new_cursor = moved.map_or(cursor, |(_, to, _)| to);
+    if let (Some(from), Some(schedule), true) = (period_from, spec.schedule.as_ref(), stored.period != declared.period) {
+        // The new unit starts at `from`: nothing before it is generated under it.
+        let midnight = crate::calendar::parse_instant(&from.to_string(), schedule.zone()).map_err(ApplyError::Invalid)?;
+        new_cursor = new_cursor.max(midnight - chrono::Duration::microseconds(1));
+    }
     let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
     let revision: i64 = tx
         .one(
@@ -279,6 +297,8 @@ pub async fn apply(
                 &new_cursor,
                 &spec.schedule.as_ref().map(|s| s.published_json(Utc::now())),
                 &serde_json::json!(declared.settings),
+                &declared.period,
+                &period_from,
             ],
         )
         .await?
@@ -288,8 +308,51 @@ pub async fn apply(
         before["cursor"] = serde_json::json!(cursor);
         after["cursor"] = serde_json::json!(new_cursor);
     }
+    if period_from != stored_from {
+        after["period_from"] = serde_json::json!(period_from);
+    }
     tx.exec(RECORD_CHANGE, &[&spec.name, &revision, &"apply", &Some(before), &Some(after), &origin, &reason]).await?;
     Ok(Applied::Changed { changes: stored.diff(&declared), cursor: moved })
+}
+
+/// A change of period unit is a new identity space (a day's jobs are not a month's), so
+/// `apply` makes it only when told from which local day the new unit starts: the first
+/// day of one of its periods, after the last period generated under the old unit.
+fn unit_change(
+    spec: &TaskSpec,
+    stored: &Record,
+    declared: &Record,
+    cursor: DateTime<Utc>,
+    from: Option<chrono::NaiveDate>,
+) -> Result<Option<chrono::NaiveDate>, ApplyError> {
+    if stored.period == declared.period || stored.cron.is_none() {
+        return match from {
+            Some(_) if stored.period == declared.period => Err(ApplyError::Invalid(format!(
+                "{:?}: --period-from is for a change of period unit, and the period stays {}",
+                spec.name, stored.period
+            ))),
+            _ => Ok(None),
+        };
+    }
+    let unit: Period = declared.period.parse().map_err(ApplyError::Invalid)?;
+    let Some(from) = from else {
+        return Err(ApplyError::Invalid(format!(
+            "{:?}: the period changes from {} to {}, which gives every job a new identity (a {} is not a {});              say from which local day the new unit starts with --period-from YYYY-MM-DD (the first day of a {}, after the periods already generated)",
+            spec.name, stored.period, declared.period, declared.period, stored.period, declared.period
+        )));
+    };
+    if !unit.starts_on(from) {
+        return Err(ApplyError::Invalid(format!("{:?}: --period-from {from} is not the first day of a {}", spec.name, declared.period)));
+    }
+    let zone: chrono_tz::Tz = declared.zone.parse().map_err(|_| ApplyError::Invalid(format!("unknown zone {:?}", declared.zone)))?;
+    let last = cursor.with_timezone(&zone).date_naive();
+    if from <= last {
+        return Err(ApplyError::Invalid(format!(
+            "{:?}: --period-from {from} is not after {last}, the last day generated under the {} unit; its periods would be generated twice",
+            spec.name, stored.period
+        )));
+    }
+    Ok(Some(from))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -319,7 +382,9 @@ pub async fn follow(client: &impl Sql, plugin: &Plugin, row: &tokio_postgres::Ro
     };
     let parsed = parsed.and_then(|s| zone.parse::<chrono_tz::Tz>().map_err(|e| e.to_string()).map(|z| (s, z)));
     let parsed = parsed.and_then(|(s, z)| catch_up.parse::<CatchUp>().map(|c| (s, z, c)));
-    let (schedule, zone, catch_up) = match parsed {
+    let period: Result<Period, String> = row.get::<_, String>(9).parse();
+    let parsed = parsed.and_then(|(s, z, c)| period.map(|p| (s, z, c, p)));
+    let (schedule, zone, catch_up, period) = match parsed {
         Ok(parsed) => parsed,
         Err(e) => {
             tracing::error!(%task, revision, "the stored schedule cannot be read here ({e}); keeping the one this host knew");
@@ -339,7 +404,8 @@ pub async fn follow(client: &impl Sql, plugin: &Plugin, row: &tokio_postgres::Ro
         }
     }
     follow_settings(plugin, row.get(8));
-    plugin.follow(crate::task::Applied { revision, schedule, zone, catch_up });
+    let period_from = row.get(10);
+    plugin.follow(crate::task::Applied { revision, schedule, zone, catch_up, period, period_from });
     Ok(plugin.applied())
 }
 

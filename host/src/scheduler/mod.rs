@@ -33,6 +33,7 @@ const RECORD_SKIPPED: &str = include_str!("record_skipped.sql");
 const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
 const PUBLISH_CALENDAR: &str = include_str!("publish_calendar.sql");
 const READ_APPLIED: &str = include_str!("read_applied.sql");
+const PERIOD: &str = include_str!("period.sql");
 
 
 
@@ -76,10 +77,13 @@ pub enum SchedulerError {
 }
 
 /// What one tick did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TickOutcome {
     pub generated: usize,
     pub skipped: usize,
+    /// Periods passed over because the ledger holds them already (generated, or skipped
+    /// by the catch-up policy), with the revision they were handled under.
+    pub handled: Vec<(String, Option<i64>)>,
     pub jobs: u64,
     /// Keys `plan` returned; more than `jobs` when some jobs already existed.
     pub planned: u64,
@@ -217,19 +221,35 @@ async fn generate_slots(
             outcome.more = true;
             break;
         }
-        match policy_now.and_then(|now| applied.catch_up.skips(schedule, &slot, now)) {
-            None => {
-                let (planned, jobs) = plan_slot(conn, planner, plugin, applied, &slot, options).await?;
-                let reason = policy_now.is_none().then_some("backfill");
-                conn.exec(RECORD_GENERATED, &[&spec.name, &slot.start, &reason, &(jobs as i64)]).await?;
-                outcome.generated += 1;
-                outcome.jobs += jobs;
-                outcome.planned += planned;
-            }
-            Some(reason) => {
-                conn.exec(RECORD_SKIPPED, &[&spec.name, &slot.start, &reason]).await?;
-                outcome.skipped += 1;
-            }
+        if applied.period_from.is_some_and(|from| slot.local_start(schedule.zone()).date_naive() < from) {
+            // The old unit's time: its periods are not this unit's to generate.
+            last = Some(slot.start);
+            continue;
+        }
+        let period = applied.period_label(slot.start);
+        let row = conn.one(PERIOD, &[&spec.name, &period, &slot.start]).await?;
+        let (anchor, status, revision): (DateTime<Utc>, Option<String>, Option<i64>) = (row.get(0), row.get(1), row.get(2));
+        let backfill = policy_now.is_none();
+        match status.as_deref() {
+            // One effect per period: a slot of a period already generated (under this
+            // calendar or an older one) adds nothing; one the policy skipped stays
+            // skipped unless a backfill asks for it.
+            Some("generated") => outcome.handled.push((period, revision)),
+            Some("skipped") if !backfill => outcome.handled.push((period, revision)),
+            _ => match policy_now.and_then(|now| applied.catch_up.skips(schedule, &slot, now)) {
+                None => {
+                    let (planned, jobs) = plan_slot(conn, planner, plugin, applied, &slot, anchor, &period, options).await?;
+                    let reason = backfill.then_some("backfill");
+                    conn.exec(RECORD_GENERATED, &[&spec.name, &anchor, &reason, &(jobs as i64), &period, &applied.revision]).await?;
+                    outcome.generated += 1;
+                    outcome.jobs += jobs;
+                    outcome.planned += planned;
+                }
+                Some(reason) => {
+                    conn.exec(RECORD_SKIPPED, &[&spec.name, &anchor, &reason, &period, &applied.revision]).await?;
+                    outcome.skipped += 1;
+                }
+            },
         }
         last = Some(slot.start);
     }
@@ -251,7 +271,11 @@ pub async fn backfill(
     let mut total = TickOutcome::default();
     // The first slot starting at or after `from`.
     let mut after = from - chrono::Duration::microseconds(1);
-    let applied = plugin.applied();
+    // By the stored record (period unit and where it starts included), as the hosts.
+    let Some(row) = conn.opt(READ_APPLIED, &[&plugin.spec.name]).await? else {
+        return Ok(total);
+    };
+    let applied = applied::follow(&**conn, plugin, &row).await?;
     let Some(schedule) = &applied.schedule else {
         return Ok(total);
     };
@@ -276,6 +300,8 @@ pub async fn backfill(
         total.generated += outcome.generated;
         total.jobs += outcome.jobs;
         total.planned += outcome.planned;
+        total.skipped += outcome.skipped;
+        total.handled.extend(outcome.handled.iter().cloned());
         let Some(last) = last else { break };
         progress(&total, last);
         if !outcome.more {
@@ -286,19 +312,21 @@ pub async fn backfill(
     Ok(total)
 }
 
-/// Ask `plan` for the slot's keys page by page and insert them; returns (keys planned,
-/// jobs inserted).
+/// Ask `plan` for the slot's keys page by page and insert them as jobs of `period`,
+/// keyed under `anchor`; returns (keys planned, jobs inserted).
+#[allow(clippy::too_many_arguments)]
 async fn plan_slot(
     conn: &Arc<Object>,
     planner: &mut Planner<'_>,
     plugin: &Plugin,
     schedule: &Applied,
     slot: &Slot,
+    anchor: DateTime<Utc>,
+    period: &str,
     options: &Options,
 ) -> Result<(u64, u64), SchedulerError> {
     let spec = &plugin.spec;
-    let wit_slot = &schedule.wit_slot(slot);
-    let start = slot.start;
+    let wit_slot = &schedule.wit_slot(slot, period);
     let bad = |problem: String| SchedulerError::BadPlan { task: spec.name.clone(), slot: slot.label.clone(), problem };
     let insert = crate::db::Prepared::on(conn, INSERT_JOBS).await?;
     let session = planner.session(&spec.name).await?;
@@ -323,7 +351,7 @@ async fn plan_slot(
         if after.as_deref() == Some(last.as_str()) {
             return Err(bad(format!("the page after {last:?} again (paging does not advance)")));
         }
-        let n = insert.exec(conn, &[&spec.name, &start, &keys]).await?;
+        let n = insert.exec(conn, &[&spec.name, &anchor, &keys, &period]).await?;
         inserted += n;
         planned += keys.len() as u64;
         after = Some(last.clone());

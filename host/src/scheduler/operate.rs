@@ -6,6 +6,7 @@ use tokio_postgres::Client;
 use crate::db::Sql;
 
 const SCHEDULE_OF: &str = include_str!("schedule_of.sql");
+const HORIZON: &str = include_str!("horizon.sql");
 const LIST_SCHEDULES: &str = include_str!("list_schedules.sql");
 const SET_PAUSED: &str = include_str!("set_paused.sql");
 const SET_CURSOR: &str = include_str!("set_cursor.sql");
@@ -26,6 +27,11 @@ pub struct ScheduleRow {
 /// The stored cron (None: on demand) and zone of `task`, if it is registered.
 pub async fn schedule_of(client: &Client, task: &str) -> Result<Option<(Option<String>, String)>, tokio_postgres::Error> {
     Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| (r.get(0), r.get(1))))
+}
+
+/// How far back a backfill of `task` may reach, if it is registered.
+pub async fn horizon(client: &impl Sql, task: &str) -> Result<Option<std::time::Duration>, tokio_postgres::Error> {
+    Ok(client.opt(HORIZON, &[&task]).await?.map(|r| std::time::Duration::from_secs_f64(r.get::<_, f64>(0).max(0.0))))
 }
 
 /// Every schedule, by task.

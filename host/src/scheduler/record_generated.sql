@@ -1,7 +1,8 @@
--- The slot ledger: a generated slot and the jobs it got. A backfill of a slot that was
--- skipped (or generated before) turns it into generated and adds the new jobs.
-INSERT INTO almanac.slots (task, slot, status, reason, jobs)
-VALUES ($1, $2, 'generated', $3, $4)
-ON CONFLICT (task, slot) DO UPDATE
+-- The ledger of periods: period $5 generated under revision $6, keyed under $2, and the
+-- jobs it got. A backfill of a period that was skipped (or only enqueued into) turns it
+-- into generated and adds its jobs.
+INSERT INTO almanac.slots (task, slot, status, reason, jobs, period, revision)
+VALUES ($1, $2, 'generated', $3, $4, $5, $6)
+ON CONFLICT (task, period) DO UPDATE
 SET status = 'generated', reason = EXCLUDED.reason, jobs = almanac.slots.jobs + EXCLUDED.jobs,
-    generated_at = now()
+    revision = EXCLUDED.revision, generated_at = now()
