@@ -10,12 +10,13 @@
 -- primary key (task, slot, key) is that identity because slot is a function of period.
 
 -- The unit, as the task declares it (`period = ...` in almanac.toml) or its default from
--- the cron (host/src/calendar/period.rs: Period::default_for, mirrored once here for the
--- rows that exist). `period_from`: the first local day of the current unit, once an
+-- the cron (host/src/calendar/period.rs: Period::default_for, mirrored here for the rows
+-- that exist and for schedules inserted by hand; a unit test holds the two together). `period_from`: the first local day of the current unit, once an
 -- `almanac apply --period-from` changed the unit; periods before it are the old unit's.
 ALTER TABLE almanac.schedules ADD COLUMN period text, ADD COLUMN period_from date;
 
-CREATE FUNCTION pg_temp.default_period(cron text) RETURNS text LANGUAGE plpgsql IMMUTABLE AS $$
+CREATE FUNCTION almanac.default_period(cron text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     f text[];
     single text := '^[0-9A-Za-z]+$';
@@ -39,7 +40,7 @@ BEGIN
     IF cardinality(f) <> 5 OR f[1] !~ '^[0-9]+$' OR f[2] !~ '^[0-9]+$' THEN
         RETURN 'slot';
     END IF;
-    IF f[3] NOT IN ('*', '?') AND f[5] IN ('*', '?') THEN
+    IF f[3] ~ single AND f[5] IN ('*', '?') THEN
         IF f[4] IN ('*', '?') THEN RETURN 'month'; END IF;
         IF f[4] ~ single THEN RETURN 'year'; END IF;
         IF f[4] IN ('*/3', '1-12/3', '1,4,7,10', '2,5,8,11', '3,6,9,12') THEN RETURN 'quarter'; END IF;
@@ -51,9 +52,19 @@ BEGIN
     RETURN 'day';
 END $$;
 
-UPDATE ONLY almanac.schedules SET period = pg_temp.default_period(cron);
+UPDATE ONLY almanac.schedules SET period = almanac.default_period(cron);
 ALTER TABLE almanac.schedules ALTER COLUMN period SET NOT NULL,
     ADD CONSTRAINT schedules_period_check CHECK (period IN ('slot', 'day', 'week', 'month', 'quarter', 'year'));
+
+-- A schedule inserted without a period (by hand, by an older tool) gets its cron's default.
+CREATE FUNCTION almanac.schedule_period() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    NEW.period := almanac.default_period(NEW.cron);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER schedules_period BEFORE INSERT ON almanac.schedules
+    FOR EACH ROW WHEN (NEW.period IS NULL) EXECUTE FUNCTION almanac.schedule_period();
 
 -- The period of instant `at` in `zone`: the same names host/src/calendar/period.rs gives
 -- (for `slot`: local time to the minute, seconds when not zero, and the UTC offset).
@@ -171,8 +182,10 @@ DECLARE
     sc record;
 BEGIN
     SELECT s.cron, s.zone, s.period INTO sc FROM ONLY almanac.schedules s WHERE s.task = period_slot.task;
-    period := almanac.period_label(coalesce(sc.period, 'slot'), coalesce(sc.zone, 'UTC'), at);
-    IF sc.cron IS NULL THEN
+    period := coalesce(almanac.period_label(coalesce(sc.period, 'slot'), coalesce(sc.zone, 'UTC'), at), at::text);
+    -- An instant out of range ('-infinity', year 200000) has no period: the job's own
+    -- check (instants_in_range) refuses it.
+    IF sc.cron IS NULL OR NOT isfinite(at) OR at < '0001-01-01 00:00:00+00' OR at >= '10000-01-01 00:00:00+00' THEN
         slot := at;
         RETURN;
     END IF;
@@ -213,8 +226,9 @@ CREATE TRIGGER jobs_period BEFORE INSERT ON almanac.jobs
 
 -- The SQL enqueue API by period: a slot of a period that was generated (or enqueued)
 -- under another instant maps onto that instant, so the same (task, period, key) is a
--- no-op whatever calendar the caller's instant came from. The calendar check accepts any
--- instant of a period the ledger holds.
+-- no-op whatever calendar the caller's instant came from. The calendar check accepts an
+-- instant of the current calendar, or the instant the ledger keys a period under (one of
+-- an older calendar); any other needs off_calendar.
 CREATE OR REPLACE FUNCTION almanac.check_enqueue(task text, slot timestamptz, off_calendar boolean)
 RETURNS void
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -241,8 +255,7 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     IF s.cron IS NULL OR off_calendar OR EXISTS (
-        SELECT 1 FROM almanac.slots sl
-        WHERE sl.task = check_enqueue.task AND sl.period = almanac.period_label(s.period, s.zone, check_enqueue.slot)) THEN
+        SELECT 1 FROM almanac.slots sl WHERE sl.task = check_enqueue.task AND sl.slot = check_enqueue.slot) THEN
         RETURN;
     END IF;
     IF s.calendar IS NULL THEN

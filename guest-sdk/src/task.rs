@@ -137,8 +137,17 @@ impl Slot {
     pub fn end(&self) -> Timestamp {
         Timestamp(self.0.end)
     }
-    /// The period's name in the business zone, e.g. "2026-03-08".
+    /// The business period the job is for, named in the business zone as the task's
+    /// period unit says: "2026-11-04" (day), "2026-W45" (ISO week), "2026-11" (month),
+    /// "2026-Q4", "2026", or for sub-daily schedules the slot's local time and offset
+    /// ("2026-11-04T09:30+01:00"). It stays the same when the schedule's time, day or
+    /// zone changes; the same as [`Slot::period`].
     pub fn label(&self) -> &str {
+        &self.0.label
+    }
+    /// The business period (see [`Slot::label`]): what to key ledgers and outbox
+    /// messages by, so that a schedule change can never make one period two.
+    pub fn period(&self) -> &str {
         &self.0.label
     }
     /// The business zone.
@@ -147,7 +156,7 @@ impl Slot {
     }
 }
 
-/// One job: `(task, slot, key)` plus its attempt number.
+/// One job: its identity `(task, period, key)` plus its attempt number.
 #[derive(Debug, Clone)]
 pub struct Job {
     /// Task name.
@@ -160,6 +169,14 @@ pub struct Job {
     pub attempt: u32,
     /// Optional JSON payload.
     pub payload: Option<String>,
+}
+
+impl Job {
+    /// The business period the job is for, e.g. "2026-11" for a monthly task: the
+    /// identity to key a ledger row or an outbox message by (see [`Slot::label`]).
+    pub fn period(&self) -> &str {
+        self.slot.period()
+    }
 }
 
 /// Why a call failed, and whether to try again.

@@ -5,17 +5,19 @@ it; the two never sit in one folder.
 
 Eligibility: an account belongs to a day's slot if it exists in `accounts` when the slot
 is planned. Once per day, even without the job row: points move only if the plugin's own
-ledger row `points_ledger (task, slot, account_id)` went in.
+ledger row `points_ledger (task, period, account_id)` went in, keyed by the business day
+(`job.period`), which a change of the schedule's hour or zone does not rename.
 """
 import almanac_guest as almanac
 
 LEDGER = """CREATE TABLE IF NOT EXISTS points_ledger (
     task       text        NOT NULL,
-    slot       timestamptz NOT NULL,
+    period     text        NOT NULL,
     account_id bigint      NOT NULL,
     points     bigint      NOT NULL,
+    slot       timestamptz NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (task, slot, account_id))"""
+    PRIMARY KEY (task, period, account_id))"""
 
 
 class DailyPoints(almanac.Task):
@@ -40,8 +42,8 @@ class DailyPoints(almanac.Task):
             raise almanac.Error.permanent(e)
         points = int(almanac.config.get("points"))
         inserted = tx.execute(
-            "INSERT INTO points_ledger (task, slot, account_id, points) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-            job.task, job.slot.start, account, points,
+            "INSERT INTO points_ledger (task, period, account_id, points, slot) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            job.task, job.period, account, points, job.slot.start,
         )
         if inserted == 1:
             tx.execute("UPDATE accounts SET points = points + $2 WHERE id = $1", account, points)

@@ -153,11 +153,11 @@ async fn backfill_generates_a_range_once() {
     };
     assert_eq!(
         backfill().trim(),
-        "backfill daily-points [2026-02-28T16:00:00Z .. 2026-03-03T16:00:00Z): 3 slots, 12 new jobs, 0 already present"
+        "backfill daily-points [2026-02-28T16:00:00Z .. 2026-03-03T16:00:00Z): 3 periods generated, 12 new jobs, 0 already present; 0 periods passed over"
     );
     assert_eq!(
-        backfill().trim(),
-        "backfill daily-points [2026-02-28T16:00:00Z .. 2026-03-03T16:00:00Z): 3 slots, 0 new jobs, 12 already present"
+        backfill().lines().next().unwrap(),
+        "backfill daily-points [2026-02-28T16:00:00Z .. 2026-03-03T16:00:00Z): 0 periods generated, 0 new jobs, 0 already present; 3 periods passed over"
     );
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 12);
     assert_eq!(db.count("SELECT count(*) FROM almanac.slots WHERE status = 'generated' AND reason = 'backfill' AND jobs = 4").await, 3);

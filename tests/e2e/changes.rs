@@ -40,7 +40,7 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
     let mut b = HostProc::spawn(&db, others.path(), &["--config", &every_3s]);
     b.wait_log("task \"fixture-minutely\" is not served here", Duration::from_secs(30)).await;
     let log = b.log();
-    assert!(log.contains("b.toml:1 says cron \"*/3 * * * * *\" in UTC, catch_up all, horizon 30d, but the schedule every host runs by (register by"), "{log}");
+    assert!(log.contains("b.toml:1 says cron \"*/3 * * * * *\" in UTC, catch_up all, period slot, horizon 30d, but the schedule every host runs by (register by"), "{log}");
     assert!(log.contains("is cron \"*/10 * * * * *\" in UTC") && log.contains("`almanac apply` with this file"), "{log}");
     db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["p"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-permanent' AND status = 'failed'", 1, Duration::from_secs(30)).await;
@@ -170,7 +170,7 @@ async fn backfill_takes_a_partial_folder_and_only_the_stored_calendar() {
     };
     let (code, out, err) = backfill(&[]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains(": 5 slots, 5 new jobs"), "{out}");
+    assert!(out.contains(": 5 periods generated, 5 new jobs"), "{out}");
     assert!(err.contains("task \"cleanup-sessions\" is not loaded here; plugin files that failed to load"), "{err}");
 
     // Another calendar stored for the task: the backfill refuses rather than mix two.

@@ -26,7 +26,7 @@ async fn a_dry_run_shows_every_statement_and_keeps_nothing_without_commit() {
     let (code, out, err) = almanac(&["try", "daily-points", "--slot", "2026-03-08", "--key", "2", "--plugins", &dir, "--config", &config]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("try daily-points slot 2026-03-07T16:00:00Z key \"2\""), "{out}");
-    assert!(out.contains("plugin INSERT INTO points_ledger (task, slot, account_id, points) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING  [\"daily-points\", 2026-03-07T16:00:00Z, 2, 25]"), "{out}");
+    assert!(out.contains("plugin INSERT INTO points_ledger (task, period, account_id, points, slot) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING  [\"daily-points\", \"2026-03-08\", 2, 25, 2026-03-07T16:00:00Z]"), "{out}");
     assert!(out.contains("plugin UPDATE accounts SET points = points + $2 WHERE id = $1  [2, 25]"), "{out}");
     assert_eq!(out.matches("-> 1 row(s) affected").count(), 2, "{out}");
     assert!(out.contains("outcome: ok (the job would be done) in") && out.contains("rolled back: nothing was kept"), "{out}");

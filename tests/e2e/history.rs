@@ -128,7 +128,10 @@ async fn prune_drops_exactly_the_months_outside_the_horizon_while_a_host_runs() 
         months.push(db_name(&db, &format!("SELECT 'almanac.jobs_' || to_char(date_trunc('month', now()) - interval '{m} months', 'YYYY_MM')")).await);
     }
     let [m11, m10, m9, m8, m7] = <[String; 5]>::try_from(months).unwrap();
-    db.client.batch_execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', date_trunc('hour', now()), (1000 + k)::text FROM generate_series(1, 200) k").await.unwrap();
+    db.client
+        .batch_execute("SELECT almanac.enqueue_many('daily-points', date_trunc('hour', now()), array_agg((1000 + k)::text), off_calendar => true) FROM generate_series(1, 200) k")
+        .await
+        .unwrap();
     let (code, out, err) = almanac(&db.url, &["prune", "--older-than", "150d"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.starts_with("pruned slots older than 150d: 4 month partition(s) dropped (12 done job(s)), 0 done or discarded job(s) deleted from the default partition"), "{out}");
@@ -193,13 +196,16 @@ async fn a_populated_v4_database_upgrades_in_place_losing_and_rerunning_nothing(
     let fingerprint = "SELECT md5(string_agg(format('%s|%s|%s|%s|%s|%s|%s', task, slot, key, status, attempts, payload, last_error), ',' ORDER BY task, slot, key)) FROM almanac.jobs";
     let before: String = db_name(&db, fingerprint).await;
     let (code, out, err) = almanac(&db.url, &["migrate"]);
-    assert_eq!((code, out.trim()), (0, "6 migration(s) applied"), "{err}");
+    assert_eq!((code, out.trim()), (0, "7 migration(s) applied"), "{err}");
     let after: String = db_name(&db, fingerprint).await;
     assert_eq!(before, after, "every row kept as it was");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs_default").await, 1, "2016 is outside the month partitions");
     assert!(db.count("SELECT count(*) FROM almanac.job_partitions").await >= 13);
     assert_eq!(db.count("SELECT coalesce(sum(done), 0)::bigint FROM almanac.job_counts").await, 365 * 3);
     assert_eq!(db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'broken'").await, 3);
+    // V11: every job names its period, the business day in the task's zone.
+    let unnamed = "SELECT count(*) FROM almanac.jobs WHERE period IS DISTINCT FROM to_char(slot AT TIME ZONE 'Asia/Shanghai', 'YYYY-MM-DD')";
+    assert_eq!(db.count(unnamed).await, 0);
 
     // A host on the upgraded database runs the two pending jobs (today's slot is generated
     // by its scheduler) and nothing done before.

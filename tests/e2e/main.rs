@@ -15,6 +15,7 @@ mod logins;
 mod history;
 mod operate;
 mod outbox;
+mod periods;
 mod observe;
 mod pooler;
 mod python;

@@ -38,9 +38,11 @@ fn almanac(db: &TestDb, args: &[&str]) -> (i32, String) {
     (code, stdout)
 }
 
-/// `n` points-notify jobs for accounts 1..=n in one slot (2026-03-08 in Shanghai).
+/// `n` points-notify jobs for accounts 1..=n in one slot (2026-03-08 in Shanghai, its
+/// period), its schedule registered as a host would.
 async fn enqueue_points_notify(db: &TestDb, n: i64) {
     db.accounts(n).await;
+    db.schedule("points-notify", "0 0 * * *", "Asia/Shanghai", chrono::Utc::now()).await;
     db.client
         .execute(
             "INSERT INTO almanac.jobs (task, slot, key)
@@ -125,10 +127,10 @@ async fn a_flaky_slow_receiver_gets_every_message_with_one_key_each() {
         let accepted = deliveries.iter().filter(|r| r.answered == Some(200)).count();
         assert_eq!(accepted, 1, "{key}: {accepted} accepted deliveries");
         let account = key.rsplit('/').next().unwrap();
-        assert_eq!(key, &format!("points-awarded/points-notify/2026-03-07T16:00:00Z/{account}"));
+        assert_eq!(key, &format!("points-awarded/points-notify/2026-03-08/{account}"));
         let payload: serde_json::Value = serde_json::from_slice(&deliveries[0].body).unwrap();
         assert_eq!(payload["account"].to_string(), account);
-        assert_eq!((payload["points"].as_i64(), payload["label"].as_str()), (Some(10), Some("2026-03-08")));
+        assert_eq!((payload["points"].as_i64(), payload["period"].as_str()), (Some(10), Some("2026-03-08")));
     }
 }
 
@@ -259,7 +261,7 @@ async fn a_host_killed_between_the_200_and_its_record_redelivers_the_same_key() 
     assert_eq!(requests.len(), 2, "{requests:?}");
     assert!(requests.iter().all(|r| r.answered == Some(200)));
     assert_eq!(requests[0].idempotency_key, requests[1].idempotency_key);
-    assert_eq!(requests[0].idempotency_key.as_deref(), Some("points-awarded/points-notify/2026-03-07T16:00:00Z/1"));
+    assert_eq!(requests[0].idempotency_key.as_deref(), Some("points-awarded/points-notify/2026-03-08/1"));
     assert_eq!(requests[0].body, requests[1].body);
     assert_eq!(db.count("SELECT attempts::bigint FROM almanac.outbox").await, 1);
 }
@@ -290,7 +292,7 @@ async fn a_400_is_dead_at_once_with_its_excerpt_until_an_operator_retries_it() {
 
     let (code, out) = almanac(&db, &["outbox", "--status", "dead"]);
     assert_eq!(code, 0);
-    assert!(out.contains("points-notify/2026-03-07T16:00:00Z/1") && out.contains("HTTP 400: invalid notification"), "{out}");
+    assert!(out.contains("points-notify/2026-03-08/1") && out.contains("HTTP 400: invalid notification"), "{out}");
     let (_, out) = almanac(&db, &["outbox", "--status", "dead", "--json"]);
     let listed: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(listed.len(), 1);

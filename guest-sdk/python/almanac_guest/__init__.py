@@ -68,22 +68,27 @@ class DbError(Error):
 
 
 class Slot:
-    """One business period: `start`/`end` as aware datetimes (UTC), `label`, `zone`."""
+    """One business period: `start`/`end` as aware datetimes (UTC), `label` (= `period`:
+    the period's name in the business zone, e.g. "2026-11" for a monthly task, the same
+    across schedule changes), `zone`."""
 
     def __init__(self, slot: Any):
         self.raw = slot
         self.start = _from_micros(slot.start)
         self.end = _from_micros(slot.end)
         self.label = slot.label
+        self.period = slot.label
         self.zone = slot.zone
 
 
 class Job:
-    """One unit of work: `task`, `slot`, `key`, `attempt` and the parsed JSON `payload` (or None)."""
+    """One unit of work: `task`, `slot`, `period` (what to key ledgers and outbox messages
+    by), `key`, `attempt` and the parsed JSON `payload` (or None)."""
 
     def __init__(self, job: Any):
         self.task = job.task
         self.slot = Slot(job.slot)
+        self.period = self.slot.period
         self.key = job.key
         self.attempt = job.attempt
         self.payload = _json.loads(job.payload) if job.payload is not None else None

@@ -31,13 +31,22 @@ pub async fn measure(url: &str, task: &str, slot: DateTime<Utc>, many: usize, si
         clients.push(client);
     }
     let admin = &clients[0];
+    // The plain baseline names the job's period itself, as the API works it out.
+    let period: String = admin
+        .query_one("SELECT almanac.period_label(period, zone, $2) FROM ONLY almanac.schedules WHERE task = $1", &[&task, &slot])
+        .await?
+        .get(0);
+    let period = &period;
     let keys = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}-{i}")).collect::<Vec<_>>();
     let mut rates = Vec::new();
     // Alternate the order so neither side always runs on a warmer table.
     for (name, sql) in [("api", "SELECT almanac.enqueue_many($1, $2, $3)"), ("plain", PLAIN_MANY)] {
         let keys = keys(&format!("many-{name}"), many);
         let started = Instant::now();
-        admin.execute(sql, &[&task, &slot, &keys]).await?;
+        match name {
+            "api" => admin.execute(sql, &[&task, &slot, &keys]).await?,
+            _ => admin.execute(sql, &[&task, &slot, &keys, period]).await?,
+        };
         rates.push(many as f64 / started.elapsed().as_secs_f64());
     }
     let (many_api, many_plain) = (rates[0], rates[1]);
@@ -50,7 +59,10 @@ pub async fn measure(url: &str, task: &str, slot: DateTime<Utc>, many: usize, si
             async move {
                 let statement = client.prepare(sql).await?;
                 for key in &keys {
-                    client.execute(&statement, &[&task, &slot, key]).await?;
+                    match name {
+                        "api" => client.execute(&statement, &[&task, &slot, key]).await?,
+                        _ => client.execute(&statement, &[&task, &slot, key, period]).await?,
+                    };
                 }
                 Ok::<_, tokio_postgres::Error>(())
             }

@@ -1,3 +1,3 @@
 -- daily-points' own statements, as the plugin sends them (plugins/daily-points).
-INSERT INTO points_ledger (task, slot, account_id, points)
-VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING
+INSERT INTO points_ledger (task, period, account_id, points, slot)
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING

@@ -265,12 +265,12 @@ async fn run_floor(pool: &deadpool_postgres::Pool, workers: usize, batch: usize,
                     return Ok::<_, tokio_postgres::Error>(());
                 }
                 for row in rows {
-                    let (task, slot, key): (String, DateTime<Utc>, String) = (row.get(0), row.get(1), row.get(2));
+                    let (task, slot, key, period): (String, DateTime<Utc>, String, String) = (row.get(0), row.get(1), row.get(2), row.get(7));
                     let account: i64 = key.parse().unwrap_or_default();
                     if batch > 1 {
                         conn.batch_execute("SAVEPOINT job").await?;
                     }
-                    if conn.execute(&ledger, &[&task, &slot, &account, &10i64]).await? == 1 {
+                    if conn.execute(&ledger, &[&task, &period, &account, &10i64, &slot]).await? == 1 {
                         conn.execute(&points, &[&account, &10i64]).await?;
                     }
                     if batch > 1 {
@@ -310,8 +310,8 @@ async fn run_almanac(host: &host::Host, options: executor::Options, admin: &toki
 async fn statement_policy(calls: usize) -> anyhow::Result<(f64, f64)> {
     const STATEMENTS: [&str; 3] = [
         "SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2",
-        "INSERT INTO points_ledger (task, slot, account_id, points)
-             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+        "INSERT INTO points_ledger (task, period, account_id, points, slot)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
         "UPDATE accounts SET points = points + $2 WHERE id = $1",
     ];
     let policy = crate::capability::db::Policy::default();
@@ -417,8 +417,8 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     tokio::spawn(connection);
     client
         .execute(
-            "INSERT INTO almanac.jobs (task, slot, key, status, attempts, completed_at)
-             SELECT 'daily-points', '2026-03-06T16:00:00Z', g::text, 'done', 1, now() FROM generate_series(1, $1::bigint) g",
+            "INSERT INTO almanac.jobs (task, slot, key, status, attempts, completed_at, period)
+             SELECT 'daily-points', '2026-03-06T16:00:00Z', g::text, 'done', 1, now(), '2026-03-07' FROM generate_series(1, $1::bigint) g",
             &[&options.generate],
         )
         .await?;

@@ -4,5 +4,5 @@ TRUNCATE almanac.jobs, almanac.job_counts;
 UPDATE accounts SET points = 0;
 -- Yesterday's slot (16:00 UTC is daily-points' midnight), so the jobs sit in the current
 -- month's partition as a day's jobs do.
-INSERT INTO almanac.jobs (task, slot, key)
-SELECT 'daily-points', date_trunc('day', now(), 'UTC') - interval '8 hours', id::text FROM accounts;
+INSERT INTO almanac.jobs (task, slot, key, period)
+SELECT 'daily-points', date_trunc('day', now(), 'UTC') - interval '8 hours', id::text, to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD') FROM accounts;

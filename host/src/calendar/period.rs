@@ -36,8 +36,8 @@ impl Period {
     }
 
     /// The period a schedule means when the task declares none, from its cron fields: a
-    /// schedule firing more than once a day has `slot`; one naming a day of the month has
-    /// `month` (`year` with one month, `quarter` with every third); one naming a weekday
+    /// schedule firing more than once a day has `slot`; one naming one day of the month has
+    /// `month` (`year` with one month, `quarter` with every third); one naming one weekday
     /// has `week`; any other daily one has `day`. (Mirrored once in migration V11 for the
     /// schedules that existed.)
     pub fn default_for(pattern: &str, once_a_day: bool) -> Period {
@@ -49,7 +49,7 @@ impl Period {
         let [_, _, dom, month, dow] = fields else { return Period::Day };
         let any = |f: &str| f == "*" || f == "?";
         let single = |f: &str| !f.is_empty() && f.chars().all(|c| c.is_ascii_alphanumeric());
-        if !any(dom) && any(dow) {
+        if single(dom) && any(dow) {
             return if any(month) {
                 Period::Month
             } else if single(month) {

@@ -99,14 +99,16 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
     println!("   caught up in {:.2} s ({:.0} jobs/s)\n", elapsed.as_secs_f64(), expected as f64 / elapsed.as_secs_f64());
     println!("   {:<12} {:<22} {:>6} {:>8} {:>8}", "DAY", "SLOT START (UTC)", "JOBS", "LEDGER", "POINTS");
     for day in demo::days(&conn, TASK).await? {
-        let label = schedule.slot_at(day.slot).label;
-        println!("   {:<12} {:<22} {:>6} {:>8} {:>8}", label, day.slot.format("%Y-%m-%d %H:%M"), day.jobs, day.ledger, day.points);
+        println!("   {:<12} {:<22} {:>6} {:>8} {:>8}", day.period, day.slot.format("%Y-%m-%d %H:%M"), day.jobs, day.ledger, day.points);
     }
 
-    // A duplicate trigger: re-enqueue every job of the first missed day.
-    let first = missed[0].start;
-    let again = demo::retrigger(&conn, TASK, first).await?;
-    println!("\n   re-triggering {}: {again} new jobs (the identity (task, slot, key) already exists)", missed[0].label);
+    // A duplicate trigger for the first missed day, an hour after it ran, as a schedule
+    // moved to 01:00 would ask for it.
+    let again = demo::retrigger(&conn, TASK, missed[0].start + chrono::Duration::hours(1)).await?;
+    println!(
+        "\n   re-triggering {} an hour later (as if the schedule had moved): {again} new jobs (the identity (task, period, key) already exists)",
+        missed[0].label
+    );
 
     let want = 10 * args.days as i64;
     let (wrong, ledger) = demo::verdict(&conn, want).await?;

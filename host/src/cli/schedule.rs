@@ -1,5 +1,6 @@
 //! The calendar commands: `slots` (preview), `schedules`, `backfill`, and the
 //! deliberate, recorded changes: `apply`, `cursor`, `pause`/`resume`, `forget`.
+use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use almanac::calendar::parse_instant;
 use almanac::scheduler::applied;
 use almanac::{host, scheduler};
 
-/// `almanac slots`: which instants a schedule means, in local and UTC time.
+/// `almanac slots`: which instants a schedule means, in local and UTC time, the period
+/// each is for and, for a TASK, what the ledger of periods says of it.
 #[derive(clap::Args)]
 pub struct SlotsArgs {
     /// A task whose effective schedule (from the database) to preview.
@@ -45,6 +47,11 @@ struct SlotLine {
     end: String,
     local: String,
     label: String,
+    /// The business period the slot is for.
+    period: String,
+    /// What the ledger says of the period (with a TASK only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<String>,
 }
 
 fn utc(t: DateTime<Utc>) -> String {
@@ -52,8 +59,13 @@ fn utc(t: DateTime<Utc>) -> String {
 }
 
 pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsArgs) -> anyhow::Result<ExitCode> {
-    let schedule = match (&args.task, &args.cron, &args.zone) {
-        (None, Some(cron), Some(zone)) => Schedule::new(cron, zone)?,
+    let mut ledger = None;
+    let (schedule, unit) = match (&args.task, &args.cron, &args.zone) {
+        (None, Some(cron), Some(zone)) => {
+            let schedule = Schedule::new(cron, zone)?;
+            let unit = schedule.default_period();
+            (schedule, unit)
+        }
         (Some(task), _, _) => {
             let url = super::database_url(url, data_dir, "almanac").await?;
             let (client, _conn) = super::connect_once(&url).await?;
@@ -61,33 +73,79 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
                 .await?
                 .with_context(|| format!("no schedule for task {task:?} (it appears once a host has loaded its plugin)"))?;
             let cron = cron.with_context(|| format!("task {task:?} runs on demand: it has no slots to preview"))?;
-            Schedule::new(&cron, &zone)?
+            let schedule = Schedule::new(&cron, &zone)?;
+            let unit = scheduler::operate::period_of(&client, task).await?.unwrap_or_else(|| schedule.default_period());
+            ledger = Some((client, _conn, task.clone()));
+            (schedule, unit)
         }
         _ => bail!("give a TASK, or --cron and --zone"),
     };
     let zone = schedule.zone();
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;
     let to = parse_instant(&args.to, zone).map_err(anyhow::Error::msg).context("--to")?;
-    let slots = schedule
-        .slots_after(from - chrono::Duration::microseconds(1))
-        .take_while(|s| s.start < to)
-        .take(args.limit);
+    let slots: Vec<_> = schedule.slots_after(from - chrono::Duration::microseconds(1)).take_while(|s| s.start < to).take(args.limit).collect();
+    let periods: Vec<String> = slots.iter().map(|s| schedule.period_label(unit, s.start)).collect();
+    // What the ledger says of each period (a task's only): generated, and under which
+    // revision and at which instant, skipped and why, enqueued into, or not yet.
+    let known: HashMap<String, scheduler::operate::Period> = match &ledger {
+        Some((client, _, task)) => scheduler::operate::ledger(client, task, &periods).await?.into_iter().map(|p| (p.period.clone(), p)).collect(),
+        None => HashMap::new(),
+    };
+    let state = |slot: &almanac::calendar::Slot, period: &str| -> Option<String> {
+        ledger.as_ref()?;
+        let Some(p) = known.get(period) else { return Some("-".into()) };
+        let revision = p.revision.map_or_else(|| "revision unknown".to_owned(), |r| format!("revision {r}"));
+        Some(match p.status.as_str() {
+            "generated" if p.slot != slot.start => format!("generated at {} ({revision}, an older calendar)", utc(p.slot)),
+            "generated" => format!("generated ({revision})"),
+            "skipped" => format!("skipped: {}", p.reason.as_deref().unwrap_or("-")),
+            other => format!("{other} (keyed at {})", utc(p.slot)),
+        })
+    };
     if !args.json {
-        println!("{:<28} {:<22} {:>9}  {}", format!("LOCAL ({zone})"), "UTC", "LENGTH", "LABEL");
+        let extra = if ledger.is_some() { "  STATE" } else { "" };
+        println!("{:<28} {:<22} {:>9}  {:<24}{extra}", format!("LOCAL ({zone})"), "UTC", "LENGTH", format!("PERIOD ({unit})"));
     }
-    for slot in slots {
+    let mut shown = std::collections::HashSet::new();
+    for (slot, period) in slots.iter().zip(&periods) {
         let local = slot.start.with_timezone(&zone);
+        // A second slot of a period already listed is not its own period.
+        let state = if shown.insert(period.clone()) { state(slot, period) } else { ledger.as_ref().map(|_| format!("the period's later slot: not generated ({period} is one period)")) };
         if args.json {
             let line = SlotLine {
                 start: utc(slot.start),
                 end: utc(slot.end),
                 local: local.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false),
-                label: slot.label,
+                label: slot.label.clone(),
+                period: period.clone(),
+                state,
             };
             println!("{}", serde_json::to_string(&line)?);
         } else {
-            let length = slot.length();
-            println!("{:<28} {:<22} {:>9}  {}", local.format("%Y-%m-%d %H:%M:%S %:z"), slot.start.format("%Y-%m-%d %H:%M:%SZ"), length, slot.label);
+            println!(
+                "{:<28} {:<22} {:>9}  {:<24}{}",
+                local.format("%Y-%m-%d %H:%M:%S %:z"),
+                slot.start.format("%Y-%m-%d %H:%M:%SZ"),
+                slot.length(),
+                period,
+                state.map(|s| format!("  {s}")).unwrap_or_default()
+            );
+        }
+    }
+    if !args.json && unit != almanac::calendar::Period::Slot {
+        // Periods of the range without any slot: outside the calendar (no job is for them).
+        let mut day = from.with_timezone(&zone).date_naive();
+        let last = to.with_timezone(&zone).date_naive();
+        let mut outside: Vec<String> = Vec::new();
+        while day < last && outside.len() < 100 {
+            let label = unit.day_label(day);
+            if !periods.contains(&label) && !outside.contains(&label) {
+                outside.push(label);
+            }
+            day = day.succ_opt().unwrap_or(last);
+        }
+        if !outside.is_empty() && slots.len() < args.limit {
+            println!("outside the calendar (no slot, so no jobs): {}", outside.join(", "));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -389,7 +447,7 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
         bar.finish_and_clear();
     }
     println!(
-        "backfill {} [{} .. {}): {} periods generated, {} new jobs, {} already present; {} periods already handled",
+        "backfill {} [{} .. {}): {} periods generated, {} new jobs, {} already present; {} periods passed over",
         args.task,
         utc(from),
         utc(to),
@@ -408,7 +466,7 @@ pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs)
             .collect();
         let more = outcome.handled.len().saturating_sub(SHOWN);
         let more = if more > 0 { format!(" and {more} more") } else { String::new() };
-        println!("  skipped, already generated or skipped: {}{more}", named.join(", "));
+        println!("  passed over (generated or skipped before): {}{more}", named.join(", "));
     }
     Ok(ExitCode::SUCCESS)
 }

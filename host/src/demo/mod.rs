@@ -29,23 +29,26 @@ pub async fn progress(client: &Client, task: &str) -> Result<(i64, i64, DateTime
     Ok((row.get(0), row.get(1), row.get(2)))
 }
 
-/// One slot's result.
+/// One period's result.
 pub struct Day {
     pub slot: DateTime<Utc>,
     pub jobs: i64,
     pub ledger: i64,
     pub points: i64,
+    /// The business period, e.g. "2026-12-01".
+    pub period: String,
 }
 
 /// Each generated slot of `task`, with its ledger rows and points.
 pub async fn days(client: &Client, task: &str) -> Result<Vec<Day>, tokio_postgres::Error> {
     let rows = client.query(DAYS, &[&task]).await?;
-    Ok(rows.iter().map(|r| Day { slot: r.get(0), jobs: r.get(1), ledger: r.get(2), points: r.get(3) }).collect())
+    Ok(rows.iter().map(|r| Day { slot: r.get(0), jobs: r.get(1), ledger: r.get(2), points: r.get(3), period: r.get(4) }).collect())
 }
 
-/// Enqueue every account's job of `task` for `slot` again; the number of new jobs.
-pub async fn retrigger(client: &Client, task: &str, slot: DateTime<Utc>) -> Result<u64, tokio_postgres::Error> {
-    client.execute(RETRIGGER, &[&task, &slot]).await
+/// Enqueue every account's job of `task` for the period of instant `at` again; the
+/// number of new jobs.
+pub async fn retrigger(client: &Client, task: &str, at: DateTime<Utc>) -> Result<u64, tokio_postgres::Error> {
+    client.execute(RETRIGGER, &[&task, &at]).await
 }
 
 /// Accounts whose points are not `want`, and the ledger's rows.

@@ -272,10 +272,10 @@ pub async fn backfill(
     // The first slot starting at or after `from`.
     let mut after = from - chrono::Duration::microseconds(1);
     // By the stored record (period unit and where it starts included), as the hosts.
-    let Some(row) = conn.opt(READ_APPLIED, &[&plugin.spec.name]).await? else {
-        return Ok(total);
+    let applied = match conn.opt(READ_APPLIED, &[&plugin.spec.name]).await? {
+        Some(row) => applied::follow(&**conn, plugin, &row).await?,
+        None => plugin.applied(),
     };
-    let applied = applied::follow(&**conn, plugin, &row).await?;
     let Some(schedule) = &applied.schedule else {
         return Ok(total);
     };

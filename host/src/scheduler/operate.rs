@@ -7,6 +7,9 @@ use crate::db::Sql;
 
 const SCHEDULE_OF: &str = include_str!("schedule_of.sql");
 const HORIZON: &str = include_str!("horizon.sql");
+const LEDGER: &str = include_str!("ledger.sql");
+const PERIOD_OF: &str = include_str!("period_of.sql");
+const SLOT_HANDLED: &str = include_str!("slot_handled.sql");
 const LIST_SCHEDULES: &str = include_str!("list_schedules.sql");
 const SET_PAUSED: &str = include_str!("set_paused.sql");
 const SET_CURSOR: &str = include_str!("set_cursor.sql");
@@ -32,6 +35,40 @@ pub async fn schedule_of(client: &Client, task: &str) -> Result<Option<(Option<S
 /// How far back a backfill of `task` may reach, if it is registered.
 pub async fn horizon(client: &impl Sql, task: &str) -> Result<Option<std::time::Duration>, tokio_postgres::Error> {
     Ok(client.opt(HORIZON, &[&task]).await?.map(|r| std::time::Duration::from_secs_f64(r.get::<_, f64>(0).max(0.0))))
+}
+
+/// One period in the ledger (`almanac.slots`).
+#[derive(Debug, Clone)]
+pub struct Period {
+    pub period: String,
+    /// The instant its jobs are keyed under.
+    pub slot: DateTime<Utc>,
+    /// generated, skipped or enqueued.
+    pub status: String,
+    pub reason: Option<String>,
+    /// The schedule revision it was handled under (None: before migration V11 knew).
+    pub revision: Option<i64>,
+}
+
+/// Whether the ledger keys a period of `task` under instant `slot` (one generated,
+/// skipped or enqueued into, under this calendar or an older one).
+pub async fn is_keyed(client: &impl Sql, task: &str, slot: DateTime<Utc>) -> Result<bool, tokio_postgres::Error> {
+    Ok(client.one(SLOT_HANDLED, &[&task, &slot]).await?.get(0))
+}
+
+/// The stored period unit of `task`, if it is registered.
+pub async fn period_of(client: &impl Sql, task: &str) -> Result<Option<crate::calendar::Period>, tokio_postgres::Error> {
+    Ok(client.opt(PERIOD_OF, &[&task]).await?.and_then(|r| r.get::<_, String>(0).parse().ok()))
+}
+
+/// The ledger's rows of `task` for `periods`.
+pub async fn ledger(client: &impl Sql, task: &str, periods: &[String]) -> Result<Vec<Period>, tokio_postgres::Error> {
+    Ok(client
+        .rows(LEDGER, &[&task, &periods])
+        .await?
+        .iter()
+        .map(|r| Period { period: r.get(0), slot: r.get(1), status: r.get(2), reason: r.get(3), revision: r.get(4) })
+        .collect())
 }
 
 /// Every schedule, by task.

@@ -8,8 +8,11 @@
 //! after planning do not get that day.
 //!
 //! **Once per day, even without the job row**: the plugin writes its own ledger row
-//! `points_ledger (task, slot, account_id)` and adds points only when that insert went
-//! in, so a job re-created after its job row was pruned cannot pay twice.
+//! `points_ledger (task, period, account_id)` and adds points only when that insert
+//! went in, so a job re-created after its job row was pruned cannot pay twice. It is
+//! keyed by the business period (`job.period()`, the local day `2026-11-04`), not by
+//! the slot's instant: moving the schedule from 00:00 to 06:00, or to another zone, keeps
+//! naming the same day, so no day is paid twice across the change.
 //!
 //! `accounts (id bigint primary key, points bigint not null)` is the user's table; the
 //! plugin only creates its ledger.
@@ -25,11 +28,12 @@ impl Task for DailyPoints {
             .setting("points", "10", "points each account gets per day")
             .setup(&["CREATE TABLE IF NOT EXISTS points_ledger (
                     task       text        NOT NULL,
-                    slot       timestamptz NOT NULL,
+                    period     text        NOT NULL,
                     account_id bigint      NOT NULL,
                     points     bigint      NOT NULL,
+                    slot       timestamptz NOT NULL,
                     created_at timestamptz NOT NULL DEFAULT now(),
-                    PRIMARY KEY (task, slot, account_id))"])
+                    PRIMARY KEY (task, period, account_id))"])
     }
 
     fn plan(_slot: &Slot, tx: &Tx, after: Option<&str>, limit: u32) -> Result<Vec<String>, Error> {
@@ -48,9 +52,9 @@ impl Task for DailyPoints {
         let account: i64 = job.key.parse().map_err(Error::permanent)?;
         let points: i64 = config::parse("points")?;
         let inserted = tx.execute(
-            "INSERT INTO points_ledger (task, slot, account_id, points)
-             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-            &[&job.task, &job.slot.start(), &account, &points],
+            "INSERT INTO points_ledger (task, period, account_id, points, slot)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            &[&job.task, &job.period(), &account, &points, &job.slot.start()],
         )?;
         if inserted == 1 {
             tx.execute("UPDATE accounts SET points = points + $2 WHERE id = $1", &[&account, &points])?;

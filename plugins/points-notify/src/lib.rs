@@ -5,13 +5,14 @@
 //! **Eligibility**: as daily-points: an account belongs to a day's slot if it exists in
 //! `accounts` when the slot is planned.
 //!
-//! **Once per day**: the plugin's own ledger `notify_ledger (task, slot, account_id)`
+//! **Once per day**: the plugin's own ledger `notify_ledger (task, period, account_id)`
 //! guards the points, as `points_ledger` does for daily-points.
 //!
 //! **The notification** is published in the same transaction as the points, on topic
-//! `points-awarded`, keyed `<task>/<slot start, RFC 3339 UTC>/<account>` (e.g.
-//! `points-notify/2026-03-07T16:00:00Z/17`), with a JSON payload
-//! `{"task":…,"slot":…,"label":…,"account":…,"points":10}`. A failed job leaves no
+//! `points-awarded`, keyed `<task>/<period>/<account>` by the business day (e.g.
+//! `points-notify/2026-03-08/17`): a schedule moved to another hour or zone names the same
+//! day, so the receiver dedupes across the change. The JSON payload is
+//! `{"task":…,"period":…,"slot":…,"account":…,"points":10}`. A failed job leaves no
 //! message; a retried or re-created job publishes the same key, which is a no-op. The
 //! operator decides where the topic goes (`[outbox.topics.points-awarded]`); delivery
 //! is at least once with `Idempotency-Key: points-awarded/<key>`.
@@ -29,11 +30,12 @@ impl Task for PointsNotify {
             .version(env!("CARGO_PKG_VERSION"))
             .setup(&["CREATE TABLE IF NOT EXISTS notify_ledger (
                     task       text        NOT NULL,
-                    slot       timestamptz NOT NULL,
+                    period     text        NOT NULL,
                     account_id bigint      NOT NULL,
                     points     bigint      NOT NULL,
+                    slot       timestamptz NOT NULL,
                     created_at timestamptz NOT NULL DEFAULT now(),
-                    PRIMARY KEY (task, slot, account_id))"])
+                    PRIMARY KEY (task, period, account_id))"])
     }
 
     fn plan(_slot: &Slot, tx: &Tx, after: Option<&str>, limit: u32) -> Result<Vec<String>, Error> {
@@ -50,11 +52,11 @@ impl Task for PointsNotify {
 
     fn run(job: &Job, tx: &Tx) -> Result<(), Error> {
         let account: i64 = job.key.parse().map_err(Error::permanent)?;
-        let slot = job.slot.start();
+        let (period, slot) = (job.period(), job.slot.start());
         let inserted = tx.execute(
-            "INSERT INTO notify_ledger (task, slot, account_id, points)
-             VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-            &[&job.task, &slot, &account, &POINTS],
+            "INSERT INTO notify_ledger (task, period, account_id, points, slot)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+            &[&job.task, &period, &account, &POINTS, &slot],
         )?;
         if inserted == 1 {
             tx.execute("UPDATE accounts SET points = points + $2 WHERE id = $1", &[&account, &POINTS])?;
@@ -62,11 +64,11 @@ impl Task for PointsNotify {
         // Published whether or not the ledger row was new: if the points went in earlier
         // but the message was lost with a pruned job, this puts it back; otherwise the
         // same key is a no-op.
-        let key = format!("{}/{slot}/{account}", job.task);
+        let key = format!("{}/{period}/{account}", job.task);
         let payload = format!(
-            r#"{{"task":{},"slot":"{slot}","label":{},"account":{account},"points":{POINTS}}}"#,
+            r#"{{"task":{},"period":{},"slot":"{slot}","account":{account},"points":{POINTS}}}"#,
             json_string(&job.task),
-            json_string(job.slot.label()),
+            json_string(period),
         );
         tx.publish_json(TOPIC, &key, &payload)?;
         Ok(())

@@ -1,0 +1,2 @@
+-- One task's period unit, as stored.
+SELECT period FROM ONLY almanac.schedules WHERE task = $1
