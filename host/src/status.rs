@@ -23,6 +23,8 @@ pub struct TaskStatus {
     pub failed: i64,
     /// Jobs an operator discarded (`almanac discard`): kept, never run.
     pub discarded: i64,
+    /// Periods generated under a calendar since changed by `apply` (done once, by period).
+    pub older_calendar: i64,
     pub oldest_pending_seconds: Option<f64>,
     pub last_error: Option<String>,
     /// Outbox messages the task's jobs published that wait for delivery.
@@ -65,6 +67,7 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 oldest_pending_seconds: r.get(9),
                 last_error: r.get(10),
                 discarded: r.get(11),
+                older_calendar: r.get(12),
                 outbox_pending: messages.pending,
                 outbox_dead: messages.dead,
                 outbox_delivered: messages.delivered,
@@ -90,6 +93,10 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         let column = match s.discarded {
             0 => column,
             n => format!("({n} discarded) {column}"),
+        };
+        let column = match s.older_calendar {
+            0 => column,
+            n => format!("({n} periods under an older calendar) {column}"),
         };
         out.push_str(&format!(
             "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",

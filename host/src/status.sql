@@ -9,7 +9,15 @@ SELECT t.task,
           FROM (SELECT * FROM almanac.attempts r WHERE r.task = t.task ORDER BY r.id DESC LIMIT 100) a
           JOIN almanac.jobs j ON (j.task, j.slot, j.key) = (a.task, a.slot, a.key) AND j.status IN ('pending', 'failed')
          ORDER BY a.id DESC LIMIT 1) AS last_error,
-       coalesce(c.discarded, 0)
+       coalesce(c.discarded, 0),
+       -- Periods generated before the latest applied change of cron, zone or period: they
+       -- ran at an older calendar's instant, and stay done under it (identity is by period).
+       (SELECT count(*) FROM almanac.slots l
+         WHERE l.task = t.task AND l.status = 'generated'
+           AND l.revision < (SELECT max(ch.revision) FROM almanac.changes ch
+                              WHERE ch.task = t.task AND ch.action = 'apply'
+                                AND (ch.before->>'cron', ch.before->>'zone', ch.before->>'period')
+                                    IS DISTINCT FROM (ch.after->>'cron', ch.after->>'zone', ch.after->>'period')))
 FROM (SELECT task FROM ONLY almanac.schedules UNION SELECT task FROM almanac.task_counts) t
 LEFT JOIN ONLY almanac.schedules s ON s.task = t.task
 LEFT JOIN almanac.task_counts c ON c.task = t.task

@@ -104,13 +104,13 @@ async fn slots_do_not_depend_on_the_process_or_session_time_zone() {
     assert_eq!(preview("America/New_York"), reference);
     assert_eq!(
         reference.lines().next().unwrap(),
-        r#"{"start":"2026-03-07T07:30:00Z","end":"2026-03-08T07:00:00Z","local":"2026-03-07T02:30:00-05:00","label":"2026-03-07"}"#
+        r#"{"start":"2026-03-07T07:30:00Z","end":"2026-03-08T07:00:00Z","local":"2026-03-07T02:30:00-05:00","label":"2026-03-07","period":"2026-03-07"}"#
     );
     // 02:30 does not exist on 2026-03-08: the slot is the first instant after the gap,
     // and it is still that day's slot.
     assert_eq!(
         reference.lines().nth(1).unwrap(),
-        r#"{"start":"2026-03-08T07:00:00Z","end":"2026-03-09T06:30:00Z","local":"2026-03-08T03:00:00-04:00","label":"2026-03-08"}"#
+        r#"{"start":"2026-03-08T07:00:00Z","end":"2026-03-09T06:30:00Z","local":"2026-03-08T03:00:00-04:00","label":"2026-03-08","period":"2026-03-08"}"#
     );
 }
 
@@ -121,14 +121,16 @@ async fn a_day_that_never_happened_has_no_slot_and_lengths_read_as_days() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
-    // Samoa skipped 2011-12-30: four slots for five calendar days, none labelled 2011-12-30.
+    // Samoa skipped 2011-12-30: four slots for five calendar days, none for 2011-12-30,
+    // which is named as outside the calendar.
     let apia = slots(&["--cron", "0 12 * * *", "--zone", "Pacific/Apia", "--from", "2011-12-28", "--to", "2012-01-02"]);
     let want = "\
-LOCAL (Pacific/Apia)         UTC                       LENGTH  LABEL
+LOCAL (Pacific/Apia)         UTC                       LENGTH  PERIOD (day)
 2011-12-28 12:00:00 -10:00   2011-12-28 22:00:00Z          1d  2011-12-28
 2011-12-29 12:00:00 -10:00   2011-12-29 22:00:00Z          1d  2011-12-29
 2011-12-31 12:00:00 +14:00   2011-12-30 22:00:00Z          1d  2011-12-31
 2012-01-01 12:00:00 +14:00   2011-12-31 22:00:00Z          1d  2012-01-01
+outside the calendar (no slot, so no jobs): 2011-12-30
 ";
     assert_eq!(apia, want);
     let months = slots(&["--cron", "0 0 L * *", "--zone", "UTC", "--from", "2026-01-01", "--to", "2026-04-01"]);

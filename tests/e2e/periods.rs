@@ -68,6 +68,7 @@ async fn one_effect_per_period(db: &TestDb, periods: &[(String, i64)]) {
 
 /// The scenario for one change: `old` and `new` are the task's lines in almanac.toml.
 async fn no_period_twice_across(old: &str, new: &str, days_back: i64, min_periods: usize) {
+    let moves_calendar = old.lines().filter(|l| !l.starts_with("catch_up")).ne(new.lines().filter(|l| !l.starts_with("catch_up")));
     let db = TestDb::new().await;
     db.accounts(ACCOUNTS).await;
     let dir = tempfile::tempdir().unwrap();
@@ -131,6 +132,11 @@ async fn no_period_twice_across(old: &str, new: &str, days_back: i64, min_period
         assert!(after.contains(period), "{period:?} not kept as generated under revision 1: {after:?}");
     }
     one_effect_per_period(&db, &after).await;
+    // `status` says how many periods ran under a calendar since changed.
+    let (_, out, _) = almanac(&db, &["status", "--json"]);
+    let status: serde_json::Value = serde_json::from_str(out.lines().find(|l| l.contains(TASK)).unwrap()).unwrap();
+    let older = if moves_calendar { before.len() as i64 } else { 0 };
+    assert_eq!(status["older_calendar"].as_i64(), Some(older), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -330,7 +336,7 @@ async fn a_v10_database_upgrades_to_periods_losing_and_rerunning_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(&dir, "a.toml", "[tasks.points-notify]\ncron = \"0 10 1 * *\"\nzone = \"Europe/Berlin\"\n");
     let mut host = HostProc::spawn(&db, plugins.path(), &["--config", &file]);
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 4, Duration::from_secs(60)).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 5, Duration::from_secs(60)).await;
     host.stop().await;
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'pending'").await, 0);
     assert_eq!(db.count("SELECT count(*) FROM notify_ledger").await, 1, "only December's account 2 ran");

@@ -103,8 +103,11 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
         })
     };
     if !args.json {
-        let extra = if ledger.is_some() { "  STATE" } else { "" };
-        println!("{:<28} {:<22} {:>9}  {:<24}{extra}", format!("LOCAL ({zone})"), "UTC", "LENGTH", format!("PERIOD ({unit})"));
+        let head = format!("{:<28} {:<22} {:>9}  {}", format!("LOCAL ({zone})"), "UTC", "LENGTH", format!("PERIOD ({unit})"));
+        match ledger {
+            Some(_) => println!("{head:<90}  STATE"),
+            None => println!("{head}"),
+        }
     }
     let mut shown = std::collections::HashSet::new();
     for (slot, period) in slots.iter().zip(&periods) {
@@ -122,14 +125,11 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
             };
             println!("{}", serde_json::to_string(&line)?);
         } else {
-            println!(
-                "{:<28} {:<22} {:>9}  {:<24}{}",
-                local.format("%Y-%m-%d %H:%M:%S %:z"),
-                slot.start.format("%Y-%m-%d %H:%M:%SZ"),
-                slot.length(),
-                period,
-                state.map(|s| format!("  {s}")).unwrap_or_default()
-            );
+            let line = format!("{:<28} {:<22} {:>9}  {period}", local.format("%Y-%m-%d %H:%M:%S %:z"), slot.start.format("%Y-%m-%d %H:%M:%SZ"), slot.length());
+            match state {
+                Some(state) => println!("{line:<90}  {state}"),
+                None => println!("{line}"),
+            }
         }
     }
     if !args.json && unit != almanac::calendar::Period::Slot {
