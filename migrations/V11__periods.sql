@@ -67,12 +67,14 @@ CREATE TRIGGER schedules_period BEFORE INSERT ON almanac.schedules
     FOR EACH ROW WHEN (NEW.period IS NULL) EXECUTE FUNCTION almanac.schedule_period();
 
 -- The period of instant `at` in `zone`: the same names host/src/calendar/period.rs gives
--- (for `slot`: local time to the minute, seconds when not zero, and the UTC offset).
+-- (for `slot`: local time to the minute, seconds when not zero, then milli- or
+-- microseconds when not zero, and the UTC offset).
 CREATE FUNCTION almanac.period_label(unit text, zone text, at timestamptz) RETURNS text
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     wall timestamp := at AT TIME ZONE zone;
     off interval;
+    us bigint;
 BEGIN
     CASE unit
         WHEN 'day' THEN RETURN to_char(wall, 'YYYY-MM-DD');
@@ -82,7 +84,11 @@ BEGIN
         WHEN 'year' THEN RETURN to_char(wall, 'YYYY');
         ELSE
             off := wall - (at AT TIME ZONE 'UTC');
-            RETURN to_char(wall, CASE WHEN extract(second FROM wall) = 0 THEN 'YYYY-MM-DD"T"HH24:MI' ELSE 'YYYY-MM-DD"T"HH24:MI:SS' END)
+            us := extract(microseconds FROM wall)::bigint % 1000000;
+            RETURN to_char(wall, CASE WHEN us <> 0 AND us % 1000 = 0 THEN 'YYYY-MM-DD"T"HH24:MI:SS.MS'
+                                      WHEN us <> 0 THEN 'YYYY-MM-DD"T"HH24:MI:SS.US'
+                                      WHEN extract(microseconds FROM wall)::bigint <> 0 THEN 'YYYY-MM-DD"T"HH24:MI:SS'
+                                      ELSE 'YYYY-MM-DD"T"HH24:MI' END)
                 || CASE WHEN off < interval '0' THEN '-' || to_char(-off, 'HH24:MI') ELSE '+' || to_char(off, 'HH24:MI') END;
     END CASE;
 END $$;

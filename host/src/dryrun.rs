@@ -56,6 +56,10 @@ pub async fn load(runtime: &Arc<Runtime>, plugins: &Path, config: Option<&Path>,
         }
         let settings = config.apply_to(&mut plugin.spec)?;
         plugin.set_settings(settings.values);
+        // The file's schedule and period name the slots and periods tried.
+        let mut applied = crate::task::Applied::declared(&plugin.spec);
+        applied.period = settings.period.unwrap_or(applied.period);
+        plugin.follow(applied);
         return Ok(plugin);
     }
     bail!("no plugin in {} provides task {task:?} (found: {})", plugins.display(), if seen.is_empty() { "none".into() } else { seen.join(", ") })

@@ -218,6 +218,26 @@ async fn a_backfill_past_the_horizon_is_refused() {
     assert_eq!(code, 1, "{out}");
     assert!(err.contains("past points-notify's backfill horizon of 30d"), "{err}");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 0);
+
+    // Within the horizon, with ./almanac.toml read as every other command reads it: run
+    // elsewhere, the plugin's own schedule disagrees with the stored one and is refused.
+    let from = (Utc::now() - chrono::Duration::days(20)).date_naive().to_string();
+    let backfill = |cwd: &std::path::Path| {
+        let out = std::process::Command::new(crate::support::almanac_bin())
+            .args(["backfill", TASK, "--from", &from, "--to", &now, "--plugins", &folder])
+            .env("DATABASE_URL", &db.url)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (code, _, err) = backfill(elsewhere.path());
+    assert!(code == Some(1) && err.contains("this folder and file say cron \"0 0 * * *\""), "{err}");
+    std::fs::copy(&file, dir.path().join("almanac.toml")).unwrap();
+    let (code, out, err) = backfill(dir.path());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("periods generated"), "{out}");
 }
 
 /// The default period unit in SQL (for schedules inserted by hand, and the rows V11
@@ -252,6 +272,8 @@ async fn the_database_derives_the_same_default_period() {
         ("slot", "America/New_York", "2026-11-01T05:30:00Z", "2026-11-01T01:30-04:00"),
         ("slot", "America/New_York", "2026-11-01T06:30:00Z", "2026-11-01T01:30-05:00"),
         ("slot", "Asia/Kolkata", "2026-11-01T05:30:15Z", "2026-11-01T11:00:15+05:30"),
+        ("slot", "UTC", "2026-12-03T10:11:12.5Z", "2026-12-03T10:11:12.500+00:00"),
+        ("slot", "UTC", "2026-12-03T10:11:12.000250Z", "2026-12-03T10:11:12.000250+00:00"),
     ];
     for (unit, zone, at, want) in cases {
         let at: DateTime<Utc> = at.parse().unwrap();

@@ -186,7 +186,11 @@ async fn jobs_stuck_on_a_row_lock_fail_at_their_deadline_without_leaking_connect
     if deadlined != JOBS {
         let other: String = db
             .client
-            .query_one("SELECT string_agg(DISTINCT status || ': ' || coalesce(last_error, ''), '; ') FROM almanac.jobs", &[])
+            .query_one(
+                "SELECT string_agg(DISTINCT format('%s after %s attempt(s), %s crash(es): %s', status, attempts, crashes, coalesce(last_error, '')), '; ')
+                 FROM almanac.jobs",
+                &[],
+            )
             .await
             .unwrap()
             .get(0);
