@@ -11,9 +11,10 @@
 
 -- The unit, as the task declares it (`period = ...` in almanac.toml) or its default from
 -- the cron (host/src/calendar/period.rs: Period::default_for, mirrored here for the rows
--- that exist and for schedules inserted by hand; a unit test holds the two together). `period_from`: the first local day of the current unit, once an
--- `almanac apply --period-from` changed the unit; periods before it are the old unit's.
-ALTER TABLE almanac.schedules ADD COLUMN period text, ADD COLUMN period_from date;
+-- that exist and for schedules inserted by hand; a unit test holds the two together).
+-- `period_from`, `period_before`: once `almanac apply --period-from` changed the unit, the
+-- first local day of the current unit and the unit of the instants before it.
+ALTER TABLE almanac.schedules ADD COLUMN period text, ADD COLUMN period_from date, ADD COLUMN period_before text;
 
 CREATE FUNCTION almanac.default_period(cron text) RETURNS text
 LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
@@ -54,7 +55,8 @@ END $$;
 
 UPDATE ONLY almanac.schedules SET period = almanac.default_period(cron);
 ALTER TABLE almanac.schedules ALTER COLUMN period SET NOT NULL,
-    ADD CONSTRAINT schedules_period_check CHECK (period IN ('slot', 'day', 'week', 'month', 'quarter', 'year'));
+    ADD CONSTRAINT schedules_period_check CHECK (period IN ('slot', 'day', 'week', 'month', 'quarter', 'year')),
+    ADD CONSTRAINT schedules_period_before_check CHECK (period_before IN ('slot', 'day', 'week', 'month', 'quarter', 'year'));
 
 -- A schedule inserted without a period (by hand, by an older tool) gets its cron's default.
 CREATE FUNCTION almanac.schedule_period() RETURNS trigger
@@ -134,11 +136,21 @@ WHERE NOT EXISTS (SELECT 1 FROM almanac.slots s WHERE s.task = j.task AND s.peri
 GROUP BY j.task, j.period
 ON CONFLICT (task, slot) DO NOTHING;
 
--- A period already generated under two instants (the defect this migration ends): the
--- earliest is its instant from now on. Pending jobs of such a period whose key is done,
--- or pending under an earlier instant, are discarded rather than run a second time.
+-- A period already made under two instants (the defect this migration ends: a second
+-- ledger row, or jobs enqueued at another instant). One instant is its own from now on:
+-- a generated row's (the earliest), else the earliest. Pending jobs of such a period
+-- whose key is done, or pending under an earlier instant, are discarded rather than run
+-- a second time; the other jobs of the other instants move onto the kept one, so the
+-- key stays guarded.
 CREATE TEMP TABLE v11_twice ON COMMIT DROP AS
-SELECT task, period, min(slot) AS slot, sum(jobs) AS jobs FROM almanac.slots GROUP BY task, period HAVING count(*) > 1;
+SELECT t.task, t.period,
+       coalesce((SELECT s.slot FROM almanac.slots s WHERE s.task = t.task AND s.period = t.period
+                 ORDER BY s.status = 'generated' DESC, s.slot LIMIT 1), min(t.slot)) AS slot,
+       (SELECT coalesce(sum(s.jobs), 0) FROM almanac.slots s WHERE s.task = t.task AND s.period = t.period) AS jobs
+FROM (SELECT task, period, slot FROM almanac.jobs GROUP BY task, period, slot
+      UNION SELECT task, period, slot FROM almanac.slots) t
+GROUP BY t.task, t.period
+HAVING count(DISTINCT t.slot) > 1;
 DELETE FROM almanac.slots s USING v11_twice t WHERE s.task = t.task AND s.period = t.period AND s.slot <> t.slot;
 UPDATE almanac.slots s SET jobs = t.jobs FROM v11_twice t WHERE s.task = t.task AND s.slot = t.slot;
 
@@ -161,45 +173,66 @@ WITH keyed AS (
 INSERT INTO almanac.job_counts (task, month, pending, discarded)
 SELECT task, date_trunc('month', slot, 'UTC'), -count(*), count(*) FROM discarded GROUP BY 1, 2;
 
+-- The remaining jobs at other instants whose key the kept instant lacks (one row per key:
+-- the done one first) move there, with their attempt history. An UPDATE that moves a
+-- row between month partitions fires no insert or delete counting: counted here.
+CREATE TEMP TABLE v11_moved ON COMMIT DROP AS
+SELECT DISTINCT ON (j.task, j.period, j.key) j.task, j.slot AS old_slot, t.slot AS new_slot, j.key, j.status
+FROM almanac.jobs j
+JOIN v11_twice t ON t.task = j.task AND t.period = j.period AND j.slot <> t.slot
+WHERE NOT EXISTS (SELECT 1 FROM almanac.jobs k WHERE k.task = j.task AND k.slot = t.slot AND k.key = j.key)
+ORDER BY j.task, j.period, j.key, j.status = 'done' DESC, j.slot;
+UPDATE almanac.jobs j SET slot = m.new_slot FROM v11_moved m WHERE (j.task, j.slot, j.key) = (m.task, m.old_slot, m.key);
+UPDATE almanac.attempts a SET slot = m.new_slot FROM v11_moved m WHERE (a.task, a.slot, a.key) = (m.task, m.old_slot, m.key);
+INSERT INTO almanac.job_counts (task, month, pending, done, failed, discarded)
+SELECT task, month, sum(sign * (status = 'pending')::int), sum(sign * (status = 'done')::int),
+       sum(sign * (status = 'failed')::int), sum(sign * (status = 'discarded')::int)
+FROM (SELECT task, date_trunc('month', old_slot, 'UTC') AS month, -1 AS sign, status FROM v11_moved
+      UNION ALL
+      SELECT task, date_trunc('month', new_slot, 'UTC'), 1, status FROM v11_moved) d
+GROUP BY task, month;
+
 ALTER TABLE almanac.slots DROP CONSTRAINT slots_pkey;
 ALTER TABLE almanac.slots ALTER COLUMN period SET NOT NULL;
 ALTER TABLE almanac.slots ADD PRIMARY KEY (task, period);
 ALTER TABLE almanac.slots ADD CONSTRAINT slots_slot_key UNIQUE (task, slot);
 
--- The instant a new period of `task` is keyed under: `at`, or the next microsecond no
--- other period holds (two periods can start at one instant only across a zone change,
--- e.g. 00:30 Berlin and 23:30 London).
-CREATE FUNCTION almanac.free_slot(task text, at timestamptz) RETURNS timestamptz
-LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    WHILE EXISTS (SELECT 1 FROM almanac.slots s WHERE s.task = free_slot.task AND s.slot = at) LOOP
-        at := at + interval '1 microsecond';
-    END LOOP;
-    RETURN at;
-END $$;
-
 -- The instant the period of `at` is keyed under for a scheduled task (recorded in the
 -- ledger as `enqueued` when the period is new), and the period; for an on-demand task,
--- `at` itself (its periods are its instants).
+-- `at` itself (its periods are its instants). An instant the ledger already keys a
+-- period under is that period, whatever label the current calendar would give it (a
+-- zone changed since). Before `period_from`, the unit before the last change of unit.
 CREATE FUNCTION almanac.period_slot(task text, at timestamptz, OUT slot timestamptz, OUT period text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 #variable_conflict use_variable
 DECLARE
     sc record;
+    unit text;
+    known record;
 BEGIN
-    SELECT s.cron, s.zone, s.period INTO sc FROM ONLY almanac.schedules s WHERE s.task = period_slot.task;
-    period := coalesce(almanac.period_label(coalesce(sc.period, 'slot'), coalesce(sc.zone, 'UTC'), at), at::text);
+    SELECT s.cron, s.zone, s.period, s.period_from, s.period_before INTO sc
+    FROM ONLY almanac.schedules s WHERE s.task = period_slot.task;
+    unit := coalesce(sc.period, 'slot');
+    IF sc.period_from IS NOT NULL AND isfinite(at) AND (at AT TIME ZONE sc.zone)::date < sc.period_from THEN
+        unit := coalesce(sc.period_before, unit);
+    END IF;
+    period := coalesce(almanac.period_label(unit, coalesce(sc.zone, 'UTC'), at), at::text);
     -- An instant out of range ('-infinity', year 200000) has no period: the job's own
     -- check (instants_in_range) refuses it.
     IF sc.cron IS NULL OR NOT isfinite(at) OR at < '0001-01-01 00:00:00+00' OR at >= '10000-01-01 00:00:00+00' THEN
         slot := at;
         RETURN;
     END IF;
-    SELECT l.slot INTO slot FROM almanac.slots l WHERE l.task = period_slot.task AND l.period = period;
-    IF FOUND THEN
+    SELECT l.slot, l.period INTO known FROM almanac.slots l WHERE l.task = period_slot.task AND l.slot = at;
+    IF NOT FOUND THEN
+        SELECT l.slot, l.period INTO known FROM almanac.slots l WHERE l.task = period_slot.task AND l.period = period;
+    END IF;
+    IF known.slot IS NOT NULL THEN
+        slot := known.slot;
+        period := known.period;
         RETURN;
     END IF;
-    slot := almanac.free_slot(task, at);
+    slot := at;
     INSERT INTO almanac.slots AS l (task, slot, status, reason, jobs, period)
     VALUES (task, slot, 'enqueued', 'enqueue', 0, period)
     ON CONFLICT ON CONSTRAINT slots_pkey DO NOTHING;
@@ -249,16 +282,11 @@ BEGIN
         RAISE EXCEPTION 'almanac.enqueue: slot must not be NULL (an instant of the business period the job belongs to)'
             USING ERRCODE = '22004';
     END IF;
-    SELECT sc.cron, sc.zone, sc.calendar, sc.period, sc.period_from INTO s FROM ONLY almanac.schedules sc WHERE sc.task = check_enqueue.task;
+    SELECT sc.cron, sc.zone, sc.calendar INTO s FROM ONLY almanac.schedules sc WHERE sc.task = check_enqueue.task;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'almanac.enqueue: no task "%": no host has registered it', task
             USING ERRCODE = '42704',
                   HINT = 'known tasks: ' || coalesce((SELECT string_agg(sc.task, ', ' ORDER BY sc.task) FROM ONLY almanac.schedules sc), 'none');
-    END IF;
-    IF s.period_from IS NOT NULL AND (slot AT TIME ZONE s.zone)::date < s.period_from THEN
-        RAISE EXCEPTION 'almanac.enqueue: slot % is before % in %, where task "%"''s periods became % long; earlier periods belong to the unit before',
-            slot, s.period_from, s.zone, task, s.period
-            USING ERRCODE = '22023';
     END IF;
     IF s.cron IS NULL OR off_calendar OR EXISTS (
         SELECT 1 FROM almanac.slots sl WHERE sl.task = check_enqueue.task AND sl.slot = check_enqueue.slot) THEN

@@ -202,18 +202,25 @@ pub struct Applied {
     /// The first local day of `period`'s unit, when an `apply --period-from` changed it:
     /// earlier periods are the old unit's and are not generated again.
     pub period_from: Option<chrono::NaiveDate>,
+    /// The unit of the instants before `period_from`.
+    pub period_before: Option<Period>,
 }
 
 impl Applied {
     pub fn declared(spec: &TaskSpec) -> Applied {
         let period = spec.schedule.as_ref().map_or(Period::Slot, Schedule::default_period);
-        Applied { revision: 0, schedule: spec.schedule.clone(), zone: spec.zone, catch_up: spec.catch_up, period, period_from: None }
+        Applied { revision: 0, schedule: spec.schedule.clone(), zone: spec.zone, catch_up: spec.catch_up, period, period_from: None, period_before: None }
     }
 
-    /// The name of the period a slot starting at `start` is for.
+    /// The name of the period a slot starting at `start` is for: in the unit before the
+    /// last change of unit if it starts before that change's first day.
     pub fn period_label(&self, start: DateTime<Utc>) -> String {
+        let unit = match (self.period_from, self.period_before) {
+            (Some(from), Some(before)) if start.with_timezone(&self.zone).date_naive() < from => before,
+            _ => self.period,
+        };
         match &self.schedule {
-            Some(schedule) => schedule.period_label(self.period, start),
+            Some(schedule) => schedule.period_label(unit, start),
             None => self.slot_at(start).label,
         }
     }

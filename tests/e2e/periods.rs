@@ -67,12 +67,12 @@ async fn one_effect_per_period(db: &TestDb, periods: &[(String, i64)]) {
 }
 
 /// The scenario for one change: `old` and `new` are the task's lines in almanac.toml.
-async fn no_period_twice_across(old: &str, new: &str, days_back: i64, min_periods: usize) {
+async fn no_period_twice_across(old: &str, new: &str, hours_back: i64, min_periods: usize) {
     let moves_calendar = old.lines().filter(|l| !l.starts_with("catch_up")).ne(new.lines().filter(|l| !l.starts_with("catch_up")));
     let db = TestDb::new().await;
     db.accounts(ACCOUNTS).await;
     let dir = tempfile::tempdir().unwrap();
-    let start = (Utc::now() - chrono::Duration::days(days_back)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let start = (Utc::now() - chrono::Duration::hours(hours_back)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let head = format!("[tasks.{TASK}]\nstart_at = \"{start}\"\nhorizon = \"400d\"\n");
     let (old_file, new_file) = (write(&dir, "old.toml", &format!("{head}{old}")), write(&dir, "new.toml", &format!("{head}{new}")));
     let plugins = plugin_dir(&["points_notify"]);
@@ -142,36 +142,46 @@ async fn no_period_twice_across(old: &str, new: &str, days_back: i64, min_period
 #[tokio::test(flavor = "multi_thread")]
 async fn a_monthly_task_moved_to_another_hour_bills_no_month_twice() {
     let tz = "zone = \"Europe/Berlin\"\n";
-    no_period_twice_across(&format!("cron = \"0 9 1 * *\"\n{tz}"), &format!("cron = \"0 10 1 * *\"\n{tz}"), 100, 3).await;
+    no_period_twice_across(&format!("cron = \"0 9 1 * *\"\n{tz}"), &format!("cron = \"0 10 1 * *\"\n{tz}"), 100 * 24, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_monthly_task_moved_to_another_day_bills_no_month_twice() {
     let tz = "zone = \"Europe/Berlin\"\n";
-    no_period_twice_across(&format!("cron = \"0 9 1 * *\"\n{tz}"), &format!("cron = \"0 9 2 * *\"\n{tz}"), 100, 3).await;
+    no_period_twice_across(&format!("cron = \"0 9 1 * *\"\n{tz}"), &format!("cron = \"0 9 2 * *\"\n{tz}"), 100 * 24, 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_weekly_task_moved_to_another_weekday_runs_no_week_twice() {
     let tz = "zone = \"Europe/Berlin\"\n";
-    no_period_twice_across(&format!("cron = \"0 9 * * MON\"\n{tz}"), &format!("cron = \"0 9 * * WED\"\n{tz}"), 30, 4).await;
+    no_period_twice_across(&format!("cron = \"0 9 * * MON\"\n{tz}"), &format!("cron = \"0 9 * * WED\"\n{tz}"), 30 * 24, 4).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_daily_task_moved_to_another_zone_runs_no_day_twice() {
-    no_period_twice_across("cron = \"0 12 * * *\"\nzone = \"Europe/Berlin\"\n", "cron = \"0 12 * * *\"\nzone = \"America/New_York\"\n", 6, 5).await;
+    no_period_twice_across("cron = \"0 12 * * *\"\nzone = \"Europe/Berlin\"\n", "cron = \"0 12 * * *\"\nzone = \"America/New_York\"\n", 6 * 24, 5).await;
+}
+
+/// Every slot its own period (an hourly task): a zone moved by whole hours names each
+/// instant anew (`…T09:00+01:00` becomes `…T08:00+00:00`), and an instant the ledger
+/// holds stays the period it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_hourly_task_moved_to_another_zone_runs_no_hour_twice() {
+    no_period_twice_across("cron = \"0 * * * *\"\nzone = \"Europe/Berlin\"\n", "cron = \"0 * * * *\"\nzone = \"Europe/London\"\n", 8, 6).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_daily_task_with_another_catch_up_policy_runs_no_day_twice() {
     let cron = "cron = \"30 6 * * *\"\nzone = \"Asia/Tokyo\"\n";
-    no_period_twice_across(&format!("{cron}catch_up = \"all\"\n"), &format!("{cron}catch_up = \"latest\"\n"), 6, 5).await;
+    no_period_twice_across(&format!("{cron}catch_up = \"all\"\n"), &format!("{cron}catch_up = \"latest\"\n"), 6 * 24, 5).await;
 }
 
 /// A change of period unit is a new identity space: refused without --period-from, and
-/// recorded with it; the old unit's periods are not generated again under the new one.
+/// with one inside the old unit's last period; recorded with it. Instants before that
+/// day keep the old unit's periods, after it the new unit's.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_change_of_period_unit_needs_its_first_day() {
+    use chrono::Datelike;
     let db = TestDb::new().await;
     db.accounts(ACCOUNTS).await;
     let dir = tempfile::tempdir().unwrap();
@@ -187,18 +197,24 @@ async fn a_change_of_period_unit_needs_its_first_day() {
     assert_eq!(code, 1);
     assert!(err.contains("the period changes from month to day") && err.contains("--period-from YYYY-MM-DD"), "{err}");
     let cursor: DateTime<Utc> = db.client.query_one("SELECT generated_through FROM almanac.schedules", &[]).await.unwrap().get(0);
+    let month_end = cursor.date_naive().with_day(1).unwrap().checked_add_months(chrono::Months::new(1)).unwrap();
     let (code, _, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &daily, "--period-from", &cursor.date_naive().to_string()]);
-    assert!(code == 1 && err.contains("is not after"), "{err}");
-    let from = (cursor + chrono::Duration::days(1)).date_naive().to_string();
+    assert!(code == 1 && err.contains(&format!("the new unit may start on {month_end} at the earliest")), "{err}");
+    let from = month_end.to_string();
     let (code, out, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &daily, "--period-from", &from]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("period \"month\" -> \"day\""), "{out}");
     let after: serde_json::Value = db.client.query_one("SELECT after FROM almanac.changes ORDER BY id DESC LIMIT 1", &[]).await.unwrap().get(0);
-    assert_eq!(after["period_from"].as_str(), Some(from.as_str()));
-    // Before the new unit's first day, the SQL enqueue refuses: that time is the old unit's.
-    let early = db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', $1, '1', off_calendar => true)"), &[&cursor]).await;
-    let e = early.expect_err("an enqueue before the unit change");
-    assert!(e.as_db_error().unwrap().message().contains("where task \"points-notify\"'s periods became day long"), "{e:?}");
+    assert_eq!((after["period_from"].as_str(), after["period_before"].as_str()), (Some(from.as_str()), Some("month")));
+    // Before that day an instant is the old unit's month, from it on a day.
+    let early = cursor + chrono::Duration::hours(1);
+    let late: DateTime<Utc> = format!("{from}T12:00:00Z").parse().unwrap();
+    for at in [early, late] {
+        let made: bool = db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', $1, '1', off_calendar => true)"), &[&at]).await.unwrap().get(0);
+        assert!(made);
+    }
+    let periods: Vec<String> = db.client.query("SELECT period FROM almanac.jobs ORDER BY slot", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(periods, vec![early.format("%Y-%m").to_string(), from.clone()]);
 }
 
 /// A backfill obeys the horizon it documents, and names it.

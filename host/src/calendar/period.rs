@@ -75,6 +75,19 @@ impl Period {
         }
     }
 
+    /// The first day of the period after the one holding `day` (the next day for `slot`).
+    pub fn next_start(self, day: NaiveDate) -> NaiveDate {
+        let first_of = |year: i32, month0: u32| NaiveDate::from_ymd_opt(year + (month0 / 12) as i32, month0 % 12 + 1, 1);
+        let next = match self {
+            Period::Slot | Period::Day => day.succ_opt(),
+            Period::Week => day.checked_add_days(chrono::Days::new(7 - u64::from(day.weekday().num_days_from_monday()))),
+            Period::Month => first_of(day.year(), day.month0() + 1),
+            Period::Quarter => first_of(day.year(), day.month0() / 3 * 3 + 3),
+            Period::Year => first_of(day.year() + 1, 0),
+        };
+        next.unwrap_or(NaiveDate::MAX)
+    }
+
     /// Whether `day` is the first day of one of its periods (where a change of unit may
     /// start).
     pub fn starts_on(self, day: NaiveDate) -> bool {
@@ -142,5 +155,13 @@ mod tests {
         assert!(Period::Quarter.starts_on(NaiveDate::from_ymd_opt(2026, 10, 1).unwrap()));
         assert!(!Period::Quarter.starts_on(NaiveDate::from_ymd_opt(2026, 11, 1).unwrap()));
         assert!(Period::Week.starts_on(NaiveDate::from_ymd_opt(2026, 11, 2).unwrap()));
+        let next = |p: Period, y, m, d| p.next_start(NaiveDate::from_ymd_opt(y, m, d).unwrap()).to_string();
+        assert_eq!(next(Period::Week, 2026, 12, 4), "2026-12-07");
+        assert_eq!(next(Period::Week, 2026, 12, 7), "2026-12-14");
+        assert_eq!(next(Period::Month, 2026, 12, 4), "2027-01-01");
+        assert_eq!(next(Period::Quarter, 2026, 11, 4), "2027-01-01");
+        assert_eq!(next(Period::Quarter, 2026, 3, 31), "2026-04-01");
+        assert_eq!(next(Period::Year, 2026, 1, 1), "2027-01-01");
+        assert_eq!(next(Period::Day, 2026, 12, 31), "2027-01-01");
     }
 }

@@ -27,6 +27,7 @@ const RECORD_CHANGE: &str = include_str!("record_change.sql");
 const CHANGES_SINCE: &str = include_str!("changes_since.sql");
 const LAST_CHANGE: &str = include_str!("last_change.sql");
 const SLOT_HANDLED: &str = include_str!("slot_handled.sql");
+const LAST_PERIOD: &str = include_str!("last_period.sql");
 const ADOPT_SETTINGS: &str = include_str!("adopt_settings.sql");
 const REVISIONS: &str = include_str!("revisions.sql");
 
@@ -257,8 +258,13 @@ pub async fn apply(
         return Ok(Applied::Unchanged);
     }
     let cursor: DateTime<Utc> = row.get(5);
-    let stored_from: Option<chrono::NaiveDate> = row.get(9);
-    let period_from = unit_change(spec, &stored, &declared, cursor, period_from)?.or(stored_from);
+    let (stored_from, stored_before): (Option<chrono::NaiveDate>, Option<String>) = (row.get(9), row.get(10));
+    let last_keyed: Option<DateTime<Utc>> = tx.one(LAST_PERIOD, &[&spec.name]).await?.get(0);
+    let last = last_keyed.map_or(cursor, |keyed| keyed.max(cursor));
+    let (period_from, period_before) = match unit_change(spec, &stored, &declared, last, period_from)? {
+        Some((from, old)) => (Some(from), Some(old.to_string())),
+        None => (stored_from, stored_before),
+    };
     let mut moved = None;
     let calendars = (stored.cron.as_deref(), spec.schedule.as_ref());
     if let ((Some(old), Some(new)), true) = (calendars, (&stored.cron, &stored.zone) != (&declared.cron, &declared.zone)) {
@@ -278,12 +284,7 @@ pub async fn apply(
             }
         }
     }
-    let mut new_cursor = moved.map_or(cursor, |(_, to, _)| to);
-    if let (Some(from), Some(schedule), true) = (period_from, spec.schedule.as_ref(), stored.period != declared.period) {
-        // The new unit starts at `from`: nothing before it is generated under it.
-        let midnight = crate::calendar::parse_instant(&from.to_string(), schedule.zone()).map_err(ApplyError::Invalid)?;
-        new_cursor = new_cursor.max(midnight - chrono::Duration::microseconds(1));
-    }
+    let new_cursor = moved.map_or(cursor, |(_, to, _)| to);
     let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
     let revision: i64 = tx
         .one(
@@ -299,6 +300,7 @@ pub async fn apply(
                 &serde_json::json!(declared.settings),
                 &declared.period,
                 &period_from,
+                &period_before,
             ],
         )
         .await?
@@ -310,6 +312,7 @@ pub async fn apply(
     }
     if period_from != stored_from {
         after["period_from"] = serde_json::json!(period_from);
+        after["period_before"] = serde_json::json!(period_before);
     }
     tx.exec(RECORD_CHANGE, &[&spec.name, &revision, &"apply", &Some(before), &Some(after), &origin, &reason]).await?;
     Ok(Applied::Changed { changes: stored.diff(&declared), cursor: moved })
@@ -317,42 +320,48 @@ pub async fn apply(
 
 /// A change of period unit is a new identity space (a day's jobs are not a month's), so
 /// `apply` makes it only when told from which local day the new unit starts: the first
-/// day of one of its periods, after the last period generated under the old unit.
+/// day of one of its periods, and not before the end of the old unit's period holding
+/// `last` (the latest instant generated or enqueued into), so no period of one unit
+/// overlaps one of the other. Instants before that day keep the old unit's periods.
+/// Returns that day and the old unit when the unit changes.
 fn unit_change(
     spec: &TaskSpec,
     stored: &Record,
     declared: &Record,
-    cursor: DateTime<Utc>,
+    last: DateTime<Utc>,
     from: Option<chrono::NaiveDate>,
-) -> Result<Option<chrono::NaiveDate>, ApplyError> {
-    if stored.period == declared.period || stored.cron.is_none() {
+) -> Result<Option<(chrono::NaiveDate, Period)>, ApplyError> {
+    if stored.period == declared.period {
         return match from {
-            Some(_) if stored.period == declared.period => Err(ApplyError::Invalid(format!(
+            Some(_) => Err(ApplyError::Invalid(format!(
                 "{:?}: --period-from is for a change of period unit, and the period stays {}",
                 spec.name, stored.period
             ))),
-            _ => Ok(None),
+            None => Ok(None),
         };
     }
-    let unit: Period = declared.period.parse().map_err(ApplyError::Invalid)?;
+    let (old, new): (Period, Period) = (stored.period.parse().map_err(ApplyError::Invalid)?, declared.period.parse().map_err(ApplyError::Invalid)?);
     let Some(from) = from else {
         return Err(ApplyError::Invalid(format!(
-            "{:?}: the period changes from {} to {}, which gives every job a new identity (a {} is not a {});              say from which local day the new unit starts with --period-from YYYY-MM-DD (the first day of a {}, after the periods already generated)",
-            spec.name, stored.period, declared.period, declared.period, stored.period, declared.period
+            "{:?}: the period changes from {old} to {new}, which gives every job a new identity (a {new} is not a {old}); \
+             say from which local day the new unit starts with --period-from YYYY-MM-DD (the first day of a {new}, after the periods already generated)",
+            spec.name
         )));
     };
-    if !unit.starts_on(from) {
-        return Err(ApplyError::Invalid(format!("{:?}: --period-from {from} is not the first day of a {}", spec.name, declared.period)));
+    if !new.starts_on(from) {
+        return Err(ApplyError::Invalid(format!("{:?}: --period-from {from} is not the first day of a {new}", spec.name)));
     }
-    let zone: chrono_tz::Tz = declared.zone.parse().map_err(|_| ApplyError::Invalid(format!("unknown zone {:?}", declared.zone)))?;
-    let last = cursor.with_timezone(&zone).date_naive();
-    if from <= last {
+    let zone: chrono_tz::Tz = stored.zone.parse().map_err(|_| ApplyError::Invalid(format!("unknown zone {:?}", stored.zone)))?;
+    let day = last.with_timezone(&zone).date_naive();
+    let earliest = old.next_start(day);
+    if from < earliest {
         return Err(ApplyError::Invalid(format!(
-            "{:?}: --period-from {from} is not after {last}, the last day generated under the {} unit; its periods would be generated twice",
-            spec.name, stored.period
+            "{:?}: --period-from {from} is inside or before the {old} holding {day}, the last generated or enqueued into; \
+             the new unit may start on {earliest} at the earliest (the first day of a {new} from then on)",
+            spec.name
         )));
     }
-    Ok(Some(from))
+    Ok(Some((from, old)))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -405,7 +414,8 @@ pub async fn follow(client: &impl Sql, plugin: &Plugin, row: &tokio_postgres::Ro
     }
     follow_settings(plugin, row.get(8));
     let period_from = row.get(10);
-    plugin.follow(crate::task::Applied { revision, schedule, zone, catch_up, period, period_from });
+    let period_before = row.get::<_, Option<String>>(11).and_then(|p| p.parse().ok());
+    plugin.follow(crate::task::Applied { revision, schedule, zone, catch_up, period, period_from, period_before });
     Ok(plugin.applied())
 }
 

@@ -34,6 +34,7 @@ const ADVANCE_CURSOR: &str = include_str!("advance_cursor.sql");
 const PUBLISH_CALENDAR: &str = include_str!("publish_calendar.sql");
 const READ_APPLIED: &str = include_str!("read_applied.sql");
 const PERIOD: &str = include_str!("period.sql");
+const ADD_JOBS: &str = include_str!("add_jobs.sql");
 
 
 
@@ -221,26 +222,24 @@ async fn generate_slots(
             outcome.more = true;
             break;
         }
-        if applied.period_from.is_some_and(|from| slot.local_start(schedule.zone()).date_naive() < from) {
-            // The old unit's time: its periods are not this unit's to generate.
-            last = Some(slot.start);
-            continue;
-        }
-        let period = applied.period_label(slot.start);
-        let row = conn.one(PERIOD, &[&spec.name, &period, &slot.start]).await?;
-        let (anchor, status, revision): (DateTime<Utc>, Option<String>, Option<i64>) = (row.get(0), row.get(1), row.get(2));
+        let label = applied.period_label(slot.start);
+        let (anchor, status, revision, period) = match conn.opt(PERIOD, &[&spec.name, &label, &slot.start]).await? {
+            Some(row) => (row.get(0), row.get::<_, Option<String>>(1), row.get(2), row.get(3)),
+            None => (slot.start, None, None, label),
+        };
         let backfill = policy_now.is_none();
         match status.as_deref() {
             // One effect per period: a slot of a period already generated (under this
-            // calendar or an older one) adds nothing; one the policy skipped stays
-            // skipped unless a backfill asks for it.
+            // calendar or an older one) adds nothing. A period the policy skipped gets
+            // the policy's word again for this slot (a week skipped on Monday may be due
+            // on Wednesday); a backfill generates it.
             Some("generated") => outcome.handled.push((period, revision)),
-            Some("skipped") if !backfill => outcome.handled.push((period, revision)),
             _ => match policy_now.and_then(|now| applied.catch_up.skips(schedule, &slot, now)) {
                 None => {
-                    let (planned, jobs) = plan_slot(conn, planner, plugin, applied, &slot, anchor, &period, options).await?;
                     let reason = backfill.then_some("backfill");
-                    conn.exec(RECORD_GENERATED, &[&spec.name, &anchor, &reason, &(jobs as i64), &period, &applied.revision]).await?;
+                    conn.exec(RECORD_GENERATED, &[&spec.name, &anchor, &reason, &0i64, &period, &applied.revision]).await?;
+                    let (planned, jobs) = plan_slot(conn, planner, plugin, applied, &slot, anchor, &period, options).await?;
+                    conn.exec(ADD_JOBS, &[&spec.name, &period, &(jobs as i64)]).await?;
                     outcome.generated += 1;
                     outcome.jobs += jobs;
                     outcome.planned += planned;

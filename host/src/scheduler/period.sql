@@ -1,7 +1,8 @@
--- The ledger's row of period $2 of task $1: the instant its jobs are keyed under, its
--- status and the revision it was generated under; for a period not in the ledger, the
--- instant it would be keyed under ($3, or the next one no other period holds).
-SELECT slot, status, revision FROM almanac.slots WHERE task = $1 AND period = $2
+-- The ledger's row for the slot at $3, of period $2 (as the current calendar names it)
+-- of task $1: the row keyed at that very instant (under whatever name an older calendar
+-- gave it: the instant is that period's), else the period's row; none for a period not
+-- handled yet.
+(SELECT slot, status, revision, period FROM almanac.slots WHERE task = $1 AND slot = $3)
 UNION ALL
-SELECT almanac.free_slot($1, $3), NULL, NULL
-WHERE NOT EXISTS (SELECT 1 FROM almanac.slots WHERE task = $1 AND period = $2)
+(SELECT slot, status, revision, period FROM almanac.slots WHERE task = $1 AND period = $2)
+LIMIT 1
