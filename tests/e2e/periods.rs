@@ -97,9 +97,14 @@ async fn no_period_twice_across(old: &str, new: &str, hours_back: i64, min_perio
     let now = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let (code, out, err) = almanac(&db, &["backfill", TASK, "--from", &start, "--to", &now, "--plugins", &folder, "--config", &new_file]);
     assert_eq!(code, 0, "{err}");
-    // Periods the old calendar generated are passed over, each named with its revision
-    // (a period only the new calendar reaches, at the range's edge, may be new).
-    for (period, _) in &before {
+    // Periods the old calendar generated that the new one has a slot of in the range are
+    // passed over, each named with its revision (a period only one of the calendars
+    // reaches, at the range's edges, may be new or absent).
+    let (_, listed, _) = almanac(&db, &["slots", TASK, "--from", &start, "--to", &now, "--json"]);
+    let reached: Vec<String> = listed.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["period"].as_str().unwrap().to_owned()).collect();
+    let overlap: Vec<&String> = before.iter().map(|(p, _)| p).filter(|p| reached.contains(p)).collect();
+    assert!(overlap.len() + 1 >= before.len(), "{new}: the new calendar reaches {reached:?} of {before:?}");
+    for period in overlap {
         assert!(out.contains(&format!("{period} (revision 1)")), "{new}: {period} not passed over: {out}");
     }
 
@@ -379,4 +384,32 @@ async fn a_v10_database_upgrades_to_periods_losing_and_rerunning_nothing() {
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'pending'").await, 0);
     assert_eq!(db.count("SELECT count(*) FROM notify_ledger").await, 1, "only December's account 2 ran");
     db.counts_agree().await;
+}
+
+/// A forgotten task's ledger stays as evidence; registering the task again with another
+/// period unit would leave every period it ran unrecognised, so it is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_forgotten_task_comes_back_only_with_its_period_unit() {
+    let db = TestDb::new().await;
+    db.accounts(ACCOUNTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let head = format!("[tasks.{TASK}]\ncron = \"0 9 1 * *\"\nzone = \"UTC\"\n");
+    let monthly = write(&dir, "monthly.toml", &head);
+    let daily = write(&dir, "daily.toml", &format!("{head}period = \"day\"\n"));
+    let plugins = plugin_dir(&["points_notify"]);
+    let folder = plugins.path().display().to_string();
+    let (code, out, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &monthly]);
+    assert_eq!(code, 0, "{out}{err}");
+    let made: bool = db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', '2026-11-01T09:00:00Z', '1', off_calendar => true)"), &[]).await.unwrap().get(0);
+    assert!(made);
+    let (code, _, err) = almanac(&db, &["forget", TASK, "--discard-pending", "--reason", "retired"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &daily]);
+    assert_eq!(code, 1);
+    assert!(err.contains("it was forgotten with periods of a month (the latest \"2026-11\")") && err.contains("Declare period = \"month\""), "{err}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.schedules").await, 0);
+    let (code, out, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &monthly]);
+    assert_eq!(code, 0, "{out}{err}");
+    let again: bool = db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', '2026-11-20T00:00:00Z', '1', off_calendar => true)"), &[]).await.unwrap().get(0);
+    assert!(!again, "November's key 1 is still November's");
 }

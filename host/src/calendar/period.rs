@@ -88,6 +88,20 @@ impl Period {
         next.unwrap_or(NaiveDate::MAX)
     }
 
+    /// The unit whose periods are named like `label` (`2026-11` is a month's).
+    pub fn of_label(label: &str) -> Option<Period> {
+        let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        match label.split('-').collect::<Vec<_>>().as_slice() {
+            _ if label.contains('T') => Some(Period::Slot),
+            [y] if digits(y) => Some(Period::Year),
+            [y, q] if digits(y) && q.starts_with('Q') => Some(Period::Quarter),
+            [y, w] if digits(y) && w.starts_with('W') => Some(Period::Week),
+            [y, m] if digits(y) && digits(m) => Some(Period::Month),
+            [y, m, d] if digits(y) && digits(m) && digits(d) => Some(Period::Day),
+            _ => None,
+        }
+    }
+
     /// Whether `day` is the first day of one of its periods (where a change of unit may
     /// start).
     pub fn starts_on(self, day: NaiveDate) -> bool {
@@ -163,5 +177,9 @@ mod tests {
         assert_eq!(next(Period::Quarter, 2026, 3, 31), "2026-04-01");
         assert_eq!(next(Period::Year, 2026, 1, 1), "2027-01-01");
         assert_eq!(next(Period::Day, 2026, 12, 31), "2027-01-01");
+        for (label, unit) in [("2026", Period::Year), ("2026-Q4", Period::Quarter), ("2026-W45", Period::Week), ("2026-11", Period::Month), ("2026-11-04", Period::Day), ("2026-11-04T09:30+01:00", Period::Slot)] {
+            assert_eq!(Period::of_label(label), Some(unit), "{label}");
+        }
+        assert_eq!(Period::of_label("run 2026"), None);
     }
 }

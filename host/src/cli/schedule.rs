@@ -84,13 +84,21 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;
     let to = parse_instant(&args.to, zone).map_err(anyhow::Error::msg).context("--to")?;
     let slots: Vec<_> = schedule.slots_after(from - chrono::Duration::microseconds(1)).take_while(|s| s.start < to).take(args.limit).collect();
-    let periods: Vec<String> = slots.iter().map(|s| schedule.period_label(unit, s.start)).collect();
+    let mut periods: Vec<String> = slots.iter().map(|s| schedule.period_label(unit, s.start)).collect();
     // What the ledger says of each period (a task's only): generated, and under which
-    // revision and at which instant, skipped and why, enqueued into, or not yet.
-    let known: HashMap<String, scheduler::operate::Period> = match &ledger {
-        Some((client, _, task)) => scheduler::operate::ledger(client, task, &periods).await?.into_iter().map(|p| (p.period.clone(), p)).collect(),
-        None => HashMap::new(),
+    // revision and at which instant, skipped and why, enqueued into, or not yet. An
+    // instant the ledger keys a period under is that period, whatever it is named now.
+    let rows = match &ledger {
+        Some((client, _, task)) => scheduler::operate::ledger(client, task, &periods, &slots.iter().map(|s| s.start).collect::<Vec<_>>()).await?,
+        None => Vec::new(),
     };
+    let by_instant: HashMap<DateTime<Utc>, String> = rows.iter().map(|p| (p.slot, p.period.clone())).collect();
+    for (slot, period) in slots.iter().zip(periods.iter_mut()) {
+        if let Some(held) = by_instant.get(&slot.start) {
+            period.clone_from(held);
+        }
+    }
+    let known: HashMap<String, scheduler::operate::Period> = rows.into_iter().map(|p| (p.period.clone(), p)).collect();
     let state = |slot: &almanac::calendar::Slot, period: &str| -> Option<String> {
         ledger.as_ref()?;
         let Some(p) = known.get(period) else { return Some("-".into()) };

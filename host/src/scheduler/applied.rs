@@ -28,6 +28,7 @@ const CHANGES_SINCE: &str = include_str!("changes_since.sql");
 const LAST_CHANGE: &str = include_str!("last_change.sql");
 const SLOT_HANDLED: &str = include_str!("slot_handled.sql");
 const LAST_PERIOD: &str = include_str!("last_period.sql");
+const FORGOTTEN_PERIOD: &str = include_str!("forgotten_period.sql");
 const ADOPT_SETTINGS: &str = include_str!("adopt_settings.sql");
 const REVISIONS: &str = include_str!("revisions.sql");
 
@@ -129,6 +130,24 @@ pub fn origin(command: &str) -> String {
 pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSettings, source: &str) -> Result<(), RegisterError> {
     let declared = Record::declared(spec, settings);
     let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
+    // A forgotten task's ledger stays (it stops a backfill from repeating its periods):
+    // registered again with another period unit, none of them would be recognised.
+    if let Some(row) = client.opt(FORGOTTEN_PERIOD, &[&spec.name]).await? {
+        let label: String = row.get(0);
+        let unit = Period::of_label(&label);
+        if unit.is_some_and(|u| u.as_str() != declared.period) {
+            let unit = unit.map_or("?", Period::as_str);
+            return Err(RegisterError::Disagrees(Disagreement {
+                task: spec.name.clone(),
+                revision: 0,
+                message: format!(
+                    "task {:?} is not registered here: it was forgotten with periods of a {unit} (the latest {label:?}), and {source} says period {}; \
+                     registered so, its periods already done would not be recognised. Declare period = \"{unit}\" for it",
+                    spec.name, declared.period
+                ),
+            }));
+        }
+    }
     let inserted = client
         .opt(
             REGISTER_SCHEDULE,

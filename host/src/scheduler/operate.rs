@@ -61,10 +61,10 @@ pub async fn period_of(client: &impl Sql, task: &str) -> Result<Option<crate::ca
     Ok(client.opt(PERIOD_OF, &[&task]).await?.and_then(|r| r.get::<_, String>(0).parse().ok()))
 }
 
-/// The ledger's rows of `task` for `periods`.
-pub async fn ledger(client: &impl Sql, task: &str, periods: &[String]) -> Result<Vec<Period>, tokio_postgres::Error> {
+/// The ledger's rows of `task` for `periods` or keyed at `instants`.
+pub async fn ledger(client: &impl Sql, task: &str, periods: &[String], instants: &[DateTime<Utc>]) -> Result<Vec<Period>, tokio_postgres::Error> {
     Ok(client
-        .rows(LEDGER, &[&task, &periods])
+        .rows(LEDGER, &[&task, &periods, &instants])
         .await?
         .iter()
         .map(|r| Period { period: r.get(0), slot: r.get(1), status: r.get(2), reason: r.get(3), revision: r.get(4) })
