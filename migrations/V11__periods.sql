@@ -314,6 +314,28 @@ BEGIN
     END IF;
 END $$;
 
+-- What the jobs table's constraints would refuse, refused first with the limit named
+-- (an application got `new row for relation "jobs_default" violates check constraint
+-- "instants_in_range"`): instants the host can read back, a payload of at most 1 MiB.
+CREATE FUNCTION almanac.check_job(slot timestamptz, run_after timestamptz, payload jsonb)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    bytes integer;
+BEGIN
+    IF NOT (slot >= '0001-01-01 00:00:00+00' AND slot < '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'almanac.enqueue: slot % is outside years 1 to 9999, the instants Almanac reads back', slot USING ERRCODE = '22023';
+    END IF;
+    IF run_after IS NOT NULL AND NOT (run_after >= '0001-01-01 00:00:00+00' AND run_after < '10000-01-01 00:00:00+00') THEN
+        RAISE EXCEPTION 'almanac.enqueue: run_after % is outside years 1 to 9999, the instants Almanac reads back', run_after USING ERRCODE = '22023';
+    END IF;
+    bytes := octet_length(payload::text);
+    IF bytes > 1048576 THEN
+        RAISE EXCEPTION 'almanac.enqueue: a payload of % bytes; the limit is 1048576 (1 MiB)', bytes USING ERRCODE = '22023';
+    END IF;
+END $$;
+REVOKE ALL ON FUNCTION almanac.check_job(timestamptz, timestamptz, jsonb) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION almanac.enqueue(task text, slot timestamptz, key text, payload jsonb DEFAULT NULL,
                                            run_after timestamptz DEFAULT NULL, off_calendar boolean DEFAULT false)
 RETURNS boolean
@@ -326,6 +348,7 @@ BEGIN
     PERFORM almanac.check_rights(enqueue.task);
     PERFORM almanac.check_enqueue(enqueue.task, enqueue.slot, coalesce(enqueue.off_calendar, false));
     PERFORM almanac.check_key(enqueue.key);
+    PERFORM almanac.check_job(enqueue.slot, enqueue.run_after, enqueue.payload);
     p := almanac.period_slot(enqueue.task, enqueue.slot);
     INSERT INTO almanac.jobs (task, slot, key, payload, run_after, period)
     VALUES (enqueue.task, p.slot, enqueue.key, enqueue.payload, greatest(coalesce(enqueue.run_after, now()), enqueue.slot), p.period)
@@ -356,6 +379,7 @@ BEGIN
     IF FOUND THEN
         PERFORM almanac.check_key(bad);
     END IF;
+    PERFORM almanac.check_job(enqueue_many.slot, NULL, enqueue_many.payload);
     p := almanac.period_slot(enqueue_many.task, enqueue_many.slot);
     INSERT INTO almanac.jobs (task, slot, key, payload, run_after, period)
     SELECT enqueue_many.task, p.slot, k, enqueue_many.payload, greatest(now(), enqueue_many.slot), p.period
