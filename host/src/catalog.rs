@@ -333,8 +333,13 @@ async fn install(
         }
         .await;
         if let Err(e) = setup {
-            // The right to create tables ends with the setup, whatever became of it.
-            access::grant_present(&***conn, &spec.role, &spec.tables, true).await?;
+            // The right to create tables ends with the setup, whatever became of it. In
+            // one transaction: revoked and granted statement by statement, a job of
+            // another host running meanwhile found no right to its tables and failed
+            // for good (the chaos test's `permission denied for table accounts`).
+            let tx = conn.transaction().await?;
+            access::grant_present(&*tx, &spec.role, &spec.tables, true).await?;
+            tx.commit().await?;
             return Err(e);
         }
     }
@@ -407,7 +412,10 @@ pub async fn dry_setup(session: &(impl tokio_postgres::GenericClient + Sql), plu
 }
 
 /// After a dry run: the setup's right to create tables taken back.
-pub async fn finish_login(client: &Object, plugin: &Plugin) -> anyhow::Result<()> {
-    access::grant_present(&***client, &plugin.spec.role, &plugin.spec.tables, true).await?;
+pub async fn finish_login(client: &mut Object, plugin: &Plugin) -> anyhow::Result<()> {
+    // One transaction, so a job running meanwhile never sees the role without its tables.
+    let tx = client.transaction().await?;
+    access::grant_present(&*tx, &plugin.spec.role, &plugin.spec.tables, true).await?;
+    tx.commit().await?;
     Ok(())
 }

@@ -133,6 +133,6 @@ where
         Ok(Tried { trace, outcome, elapsed, committed })
     }
     .await;
-    crate::catalog::finish_login(&host, plugin).await?;
+    crate::catalog::finish_login(&mut host, plugin).await?;
     tried
 }
