@@ -412,9 +412,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             // A task no host registered would leave an orphan job pending forever.
             let schedule = task_schedule(&client, &task).await?;
             let slot = parse_slot(schedule.as_ref(), &slot).context("--slot")?;
-            // On the calendar, or the instant an older calendar keyed a period under.
-            let keyed = scheduler::operate::is_keyed(&client, &task, slot).await?;
-            if let Some(schedule) = schedule.as_ref().filter(|s| !off_calendar && !keyed && !s.is_on_calendar(slot)) {
+            // On the calendar, or the instant an older calendar keyed a period under (asked
+            // of the ledger only for a slot the calendar does not have).
+            let off = schedule.as_ref().filter(|s| !off_calendar && !s.is_on_calendar(slot));
+            let off = match off {
+                Some(s) if !scheduler::operate::is_keyed(&client, &task, slot).await? => Some(s),
+                _ => None,
+            };
+            if let Some(schedule) = off {
                 let near: Vec<String> = schedule.slots_after(slot).take(2).map(|s| format!("{} ({})", s.label, s.start.format("%Y-%m-%d %H:%M:%SZ"))).collect();
                 anyhow::bail!(
                     "--slot {} is not on {task}'s calendar ({} in {}); the next slots are {}. Give --off-calendar to enqueue it anyway",

@@ -26,7 +26,6 @@ const APPLY_SCHEDULE: &str = include_str!("apply_schedule.sql");
 const RECORD_CHANGE: &str = include_str!("record_change.sql");
 const CHANGES_SINCE: &str = include_str!("changes_since.sql");
 const LAST_CHANGE: &str = include_str!("last_change.sql");
-const SLOT_HANDLED: &str = include_str!("slot_handled.sql");
 const LAST_PERIOD: &str = include_str!("last_period.sql");
 const FORGOTTEN_PERIOD: &str = include_str!("forgotten_period.sql");
 const ADOPT_SETTINGS: &str = include_str!("adopt_settings.sql");
@@ -288,7 +287,7 @@ pub async fn apply(
     let calendars = (stored.cron.as_deref(), spec.schedule.as_ref());
     if let ((Some(old), Some(new)), true) = (calendars, (&stored.cron, &stored.zone) != (&declared.cron, &declared.zone)) {
         let old = Schedule::new(old, &stored.zone).map_err(|e| ApplyError::Invalid(format!("the stored schedule of {:?}: {e}", spec.name)))?;
-        let handled: bool = tx.one(SLOT_HANDLED, &[&spec.name, &cursor]).await?.get(0);
+        let handled = super::operate::is_keyed(tx, &spec.name, cursor).await?;
         if let Some(end) = handled.then(|| old.next_after(cursor)).flatten().map(|s| s.start) {
             let mut walk = new.slots_after(cursor).take_while(|s| s.start < end).take(MAX_WALK + 1);
             let last = walk.by_ref().take(MAX_WALK).last().map(|s| s.start);
