@@ -480,7 +480,7 @@ async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::p
         ),
         crate::text::MAX_ERROR,
     );
-    let failure = Failure { message: &message, give_up: true, delay: Duration::ZERO, digest: &plugin.digest };
+    let failure = Failure { message: &message, give_up: true, delay: Duration::ZERO, digest: &plugin.digest, cancelled: false };
     record_failure(conn, statements, (row.slot, &row.key), failure, follow).await?;
     tracing::error!(error = %crate::text::printable(&message), "job failed for good");
     Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
@@ -493,6 +493,8 @@ struct Failure<'a> {
     give_up: bool,
     delay: Duration,
     digest: &'a str,
+    /// The call sent a cancel request on this connection.
+    cancelled: bool,
 }
 
 /// Roll the job's savepoint back (its writes and the plugin's role together), record the
@@ -504,15 +506,31 @@ async fn record_failure(
     failure: Failure<'_>,
     follow: Follow,
 ) -> Result<(), BatchError> {
-    let Failure { message, give_up, delay, digest } = failure;
-    try_join3(
-        conn.batch_execute(ROLLBACK_JOB),
-        statements.failed.exec(conn, &[&slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest]),
-        conn.batch_execute(follow.sql()),
-    )
-    .await?;
+    let Failure { message, give_up, delay, digest, cancelled } = failure;
+    let params: [&dyn crate::db::Param; 6] = [&slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest];
+    if !cancelled {
+        try_join3(conn.batch_execute(ROLLBACK_JOB), statements.failed.exec(conn, &params), conn.batch_execute(follow.sql())).await?;
+        return Ok(());
+    }
+    // The server acts on a cancel request a moment after it was sent, so one may still
+    // be on its way after the call ended, and would abort the first statement it meets
+    // (a whole batch lost, its jobs counted as crashes). Rolling back to the savepoint
+    // again undoes what it aborted; the batch's end waits until the failure is recorded.
+    let mut tries = 0;
+    loop {
+        match futures_util::future::try_join(conn.batch_execute(ROLLBACK_JOB), statements.failed.exec(conn, &params)).await {
+            Ok(_) => break,
+            Err(e) if tries < LATE_CANCELS && e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) => tries += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    conn.batch_execute(follow.sql()).await?;
     Ok(())
 }
+
+/// Cancel requests a job's call may have left on their way: one per resend
+/// ([`crate::capability::db`]'s cancel), a few at most.
+const LATE_CANCELS: usize = 6;
 
 /// The host's own per-job statements, prepared on this connection.
 struct Statements {
@@ -559,7 +577,7 @@ async fn run_job(
             let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
             let delay = crate::backoff::delay(options.retry_base, options.retry_max, job.attempt);
             let message = crate::text::clip(e.to_string(), crate::text::MAX_STORED);
-            let failure = Failure { message: &message, give_up, delay, digest: &plugin.digest };
+            let failure = Failure { message: &message, give_up, delay, digest: &plugin.digest, cancelled };
             record_failure(conn, statements, (slot, key), failure, follow).await?;
             if give_up {
                 tracing::warn!(error = %crate::text::printable(&message), "job failed for good");

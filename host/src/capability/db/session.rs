@@ -28,6 +28,9 @@ pub const MAX_PUBLISHED_BYTES: usize = 16 << 20;
 /// How long a cancelled statement may take to report its cancellation.
 const CANCEL_GRACE: Duration = Duration::from_secs(5);
 
+/// How long a cancel is given before it is sent again (doubling each time).
+const CANCEL_RESEND: Duration = Duration::from_millis(100);
+
 /// Undoes what a plugin's call may have left on its session: any setting changed
 /// through a function (the reset value of each is the one given when the session
 /// connected). Sent by whoever ends a call that succeeded; a failed call is undone by
@@ -344,11 +347,28 @@ impl Session {
         let _ = conn.cancel_token().cancel_query(self.cancel_tls.clone()).await;
     }
 
-    /// Cancel what runs on `conn` and wait (briefly) for `work` to end.
-    async fn cancel<F: std::future::Future>(&mut self, conn: &Object, work: std::pin::Pin<&mut F>) {
-        self.send_cancel(conn).await;
-        if tokio::time::timeout(CANCEL_GRACE, work).await.is_err() {
-            self.ending.broken = true;
+    /// Cancel what runs on `conn` and wait (at most [`CANCEL_GRACE`]) for `work` to end.
+    ///
+    /// The server drops a cancel that reaches the backend between statements, and a
+    /// statement sent just before the deadline may reach the backend after its cancel
+    /// did (the cancel travels on a connection of its own): then the statement runs on,
+    /// so the cancel is sent again, at growing intervals, until the work ends. Sent
+    /// once, such a statement held its lock wait until the grace ran out and the whole
+    /// batch was lost with its connection.
+    async fn cancel<F: std::future::Future>(&mut self, conn: &Object, mut work: std::pin::Pin<&mut F>) {
+        let give_up = Instant::now() + CANCEL_GRACE;
+        let mut interval = CANCEL_RESEND;
+        loop {
+            self.send_cancel(conn).await;
+            let until = (Instant::now() + interval).min(give_up);
+            if tokio::time::timeout_at(until.into(), work.as_mut()).await.is_ok() {
+                return;
+            }
+            if Instant::now() >= give_up {
+                self.ending.broken = true;
+                return;
+            }
+            interval *= 2;
         }
     }
 }
