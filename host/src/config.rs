@@ -11,6 +11,8 @@
 //!                             # the catch-up window if that is longer
 //! period = "month"            # what one job is for: slot | day | week | month | quarter
 //!                             # | year; default: from the cron (crate::calendar::period)
+//! max_attempts = 5            # attempts before a job fails for good (1 to 1000);
+//!                             # default: the plugin's
 //!
 //! [tasks.daily-points.settings]  # what the plugin declares it takes (see `config.get`)
 //! points = "25"
@@ -34,6 +36,10 @@ use toml::Spanned;
 use crate::calendar::Schedule;
 use crate::capability::config::{Setting, Settings};
 use crate::task::{CatchUp, TaskSpec};
+
+/// The most attempts a file may give a task: beyond it, a failing job is not retried
+/// but stuck in a loop.
+const MAX_ATTEMPTS: u32 = 1000;
 
 /// The largest setting value (a file's, or an `env:` variable's).
 pub const SETTING_MAX_BYTES: usize = 64 * 1024;
@@ -69,6 +75,7 @@ struct TaskOverride {
     paused: Option<bool>,
     horizon: Option<Spanned<String>>,
     period: Option<Spanned<String>>,
+    max_attempts: Option<Spanned<u32>>,
     #[serde(default)]
     settings: BTreeMap<Spanned<String>, Spanned<String>>,
 }
@@ -265,6 +272,12 @@ impl Config {
                 Err(e) => return self.invalid(c.span(), e),
             };
         }
+        if let Some(n) = &o.max_attempts {
+            if !(1..=MAX_ATTEMPTS).contains(n.get_ref()) {
+                return self.invalid(n.span(), format!("max_attempts = {}: between 1 and {MAX_ATTEMPTS}", n.get_ref()));
+            }
+            spec.max_attempts = *n.get_ref();
+        }
         Ok(spec)
     }
 }
@@ -284,6 +297,18 @@ mod tests {
         let message = e.to_string();
         assert!(message.starts_with("almanac.toml: TOML parse error at line 3"), "{message}");
         assert!(message.contains("unknown field `colour`"), "{message}");
+    }
+
+    #[test]
+    fn max_attempts_is_bounded_and_named_by_line() {
+        let spec = TaskSpec { name: "x".into(), ..TaskSpec::placeholder() };
+        let config = Config::parse("almanac.toml", "[tasks.x]\n\nmax_attempts = 0\n".into()).unwrap();
+        let message = config.apply_to(&mut spec.clone()).unwrap_err().to_string();
+        assert_eq!(message, "almanac.toml:3: max_attempts = 0: between 1 and 1000");
+        let config = Config::parse("almanac.toml", "[tasks.x]\nmax_attempts = 7\n".into()).unwrap();
+        let mut applied = spec.clone();
+        config.apply_to(&mut applied).unwrap();
+        assert_eq!(applied.max_attempts, 7);
     }
 
     #[test]

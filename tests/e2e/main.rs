@@ -26,3 +26,4 @@ mod scheduler;
 mod settings;
 mod tls;
 mod reliability;
+mod transient;

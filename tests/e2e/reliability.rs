@@ -266,7 +266,7 @@ async fn sigterm_past_the_grace_abandons_the_job_and_releases_its_lock() {
 
 /// The newest daily-points slot (00:00 Asia/Shanghai) that has started, by the server's
 /// clock.
-async fn latest_daily_slot(db: &TestDb) -> DateTime<Utc> {
+pub(crate) async fn latest_daily_slot(db: &TestDb) -> DateTime<Utc> {
     let now: DateTime<Utc> = db.client.query_one("SELECT now()", &[]).await.unwrap().get(0);
     Schedule::new("0 0 * * *", "Asia/Shanghai")
         .unwrap()

@@ -211,6 +211,11 @@ struct RunArgs {
     /// has ended this many times before the job did.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..))]
     poison_after: i32,
+    /// Retry a job this many times after transient database errors (a deadlock, a
+    /// serialization failure, a server restart or failover) before failing it; these
+    /// are never counted against a task's max_attempts.
+    #[arg(long, default_value_t = executor::transient::BUDGET, value_parser = clap::value_parser!(i32).range(0..))]
+    transient_retries: i32,
     /// Workers one task's batches may hold at once (default: all but one when the host
     /// serves more than one task, so one task's backlog or slow jobs always leave a
     /// worker for the others; all when it serves one).
@@ -288,6 +293,7 @@ impl RunArgs {
                 retry_max: self.retry_max,
                 poll_interval: self.poll_interval,
                 poison_after: self.poison_after,
+                transient_retries: self.transient_retries,
                 task_workers: self.task_workers.map(usize::from),
                 ..executor::Options::default()
             },

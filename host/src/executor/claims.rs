@@ -19,6 +19,8 @@ use crate::db::Sql;
 
 const RECORD_CLAIM: &str = include_str!("record_claim.sql");
 const SWEEP_CLAIMS: &str = include_str!("sweep_claims.sql");
+const INTERRUPTED: &str = include_str!("interrupted_claim.sql");
+const INCARNATION: &str = "SELECT almanac.server_incarnation()";
 /// Whether claims are kept. A claim names the server session running the job; through a
 /// transaction pooler a client has no session of its own (its transactions land on
 /// shared server connections, which outlive it), so a crash cannot be told from a claim
@@ -92,22 +94,23 @@ impl Recorder {
 }
 
 async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<Request>, shutdown: CancellationToken) {
-    let mut conn: Option<Object> = None;
+    // The connection, and the run of the server it is on.
+    let mut conn: Option<(Object, String)> = None;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
             batch.push(more);
         }
         if conn.is_none() {
-            conn = crate::db::connect(&pool, &shutdown).await.ok();
+            conn = open(&pool, &shutdown).await;
         }
-        let Some(client) = &conn else {
+        let Some((client, incarnation)) = &conn else {
             for request in batch {
                 let _ = request.done.send(Err("the host is shutting down".into()));
             }
             return;
         };
-        match write(client, &host, &batch).await {
+        match write(client, &host, incarnation, &batch).await {
             Ok(()) => batch.into_iter().for_each(|r| drop(r.done.send(Ok(())))),
             Err(e) => {
                 let why = crate::db::error_chain(&e);
@@ -119,8 +122,24 @@ async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<R
     }
 }
 
+/// A connection for the recorder, and the run of the server it is on; None when the
+/// host is shutting down.
+async fn open(pool: &Pool, shutdown: &CancellationToken) -> Option<(Object, String)> {
+    loop {
+        let conn = crate::db::connect(pool, shutdown).await.ok()?;
+        match conn.one(INCARNATION, &[]).await {
+            Ok(row) => return Some((conn, row.get(0))),
+            Err(e) => {
+                tracing::warn!("could not read the server's run for claims: {}", crate::db::error_chain(&e));
+                drop(Object::take(conn));
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
 /// Every request of `batch` in one transaction, sent together.
-async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio_postgres::Error> {
+async fn write(conn: &Object, host: &str, incarnation: &String, batch: &[Request]) -> Result<(), tokio_postgres::Error> {
     let statement = crate::db::Prepared::on(conn, RECORD_CLAIM).await?;
     let rows: Vec<_> = batch
         .iter()
@@ -132,9 +151,11 @@ async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio
             (r.backend, tasks, slots, keys, attempts)
         })
         .collect();
-    let params: Vec<[&dyn crate::db::Param; 7]> = rows
+    let params: Vec<[&dyn crate::db::Param; 8]> = rows
         .iter()
-        .map(|(b, tasks, slots, keys, attempts)| [&b.pid as _, &b.started as _, &host as _, tasks as _, slots as _, keys as _, attempts as _])
+        .map(|(b, tasks, slots, keys, attempts)| {
+            [&b.pid as _, &b.started as _, &host as _, tasks as _, slots as _, keys as _, attempts as _, incarnation as _]
+        })
         .collect();
     let inserts = params.iter().map(|p| statement.exec(conn, p));
     let (begin, inserted, commit) = futures_util::join!(
@@ -150,6 +171,19 @@ async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio
     commit
 }
 
+/// Say that the database dropped `backend` under its batch (the host saw 57P01 or a
+/// lost connection, and lives on): its orphan is an interruption, not a crash. Best
+/// effort: a sweep that reached the orphan first counted it already.
+pub async fn interrupted(pool: &Pool, backend: Backend) {
+    if !tracked() {
+        return;
+    }
+    let marked = async { pool.get().await.map_err(|e| e.to_string())?.exec(INTERRUPTED, &[&backend.pid, &backend.started]).await.map_err(|e| crate::db::error_chain(&e)) };
+    if let Err(e) = marked.await {
+        tracing::debug!("could not mark an interrupted claim: {e}");
+    }
+}
+
 /// What one sweep found.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Swept {
@@ -159,35 +193,48 @@ pub struct Swept {
     pub crashed: i64,
     /// Jobs of a larger batch that ended with their host: marked to run alone.
     pub marked: i64,
+    /// Jobs the database went away under (a server restart, a failover, a dropped
+    /// connection): counted on their own budget, never as crashes.
+    pub interrupted: i64,
 }
 
 /// Take every orphaned claim and count what it says on the jobs.
-pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql)) -> Result<Swept, tokio_postgres::Error> {
-    let row = conn.one(SWEEP_CLAIMS, &[]).await?;
-    Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2) })
+/// `budget`: interruptions a job may have before it fails (`Options::transient_retries`).
+pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i32) -> Result<Swept, tokio_postgres::Error> {
+    let row = conn.one(SWEEP_CLAIMS, &[&budget]).await?;
+    Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2), interrupted: row.get(3) })
 }
 
 /// Sweep once, saying what was found.
-pub async fn sweep_once(pool: &Pool, shutdown: &CancellationToken) {
+pub async fn sweep_once(pool: &Pool, budget: i32, shutdown: &CancellationToken) {
     if !tracked() {
         return;
     }
     let Ok(conn) = crate::db::connect(pool, shutdown).await else { return };
-    match sweep(&**conn).await {
-        Ok(swept) if swept.crashed + swept.marked > 0 => tracing::warn!(
-            crashed = swept.crashed,
-            marked = swept.marked,
-            "jobs ended with the host or connection running them: counted as crashes (a job claimed alone also as a failed attempt); \
-             jobs of a larger batch run alone from now on"
-        ),
-        Ok(_) => {}
+    match sweep(&**conn, budget).await {
+        Ok(swept) => {
+            if swept.crashed + swept.marked > 0 {
+                tracing::warn!(
+                    crashed = swept.crashed,
+                    marked = swept.marked,
+                    "jobs ended with the host running them: counted as crashes (a job claimed alone also as a failed attempt); \
+                     jobs of a larger batch run alone from now on"
+                );
+            }
+            if swept.interrupted > 0 {
+                tracing::info!(
+                    jobs = swept.interrupted,
+                    "jobs the database went away under (a restart, a failover, a dropped connection): pending again, not counted as attempts"
+                );
+            }
+        }
         Err(e) => tracing::debug!("claims sweep: {}", crate::db::error_chain(&e)),
     }
 }
 
 /// Sweep every `every` until `shutdown` (the executor sweeps once itself before its
 /// workers claim anything, so a host restarting after a crash counts it first).
-pub async fn sweep_loop(pool: Pool, every: std::time::Duration, shutdown: CancellationToken) {
+pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budget: i32, shutdown: CancellationToken) {
     if !tracked() {
         return;
     }
@@ -196,6 +243,6 @@ pub async fn sweep_loop(pool: Pool, every: std::time::Duration, shutdown: Cancel
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.cancelled() => return,
         }
-        sweep_once(&pool, &shutdown).await;
+        sweep_once(&pool, budget, &shutdown).await;
     }
 }

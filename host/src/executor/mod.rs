@@ -20,7 +20,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::bindings::almanac::plugin::types::{Job, Slot};
-use crate::capability::db::END_CALL;
 use crate::db::Prepared;
 use crate::job::JobEnd;
 use crate::login::Logins;
@@ -30,6 +29,10 @@ use crate::plugin::{CallError, Loaded};
 pub mod claims;
 pub mod operate;
 pub mod share;
+pub mod transient;
+mod record;
+
+use record::{poisoned, record_failure, Failure, Follow, Statements};
 
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
@@ -63,6 +66,10 @@ pub struct Options {
     /// Workers one task's batches may hold at once ([`share::per_task`]). Defaults to
     /// all but one when the host serves more than one task, else all.
     pub task_workers: Option<usize>,
+    /// Transient interruptions (a deadlock, a serialization failure, a server that
+    /// went away) a job may have before it fails: a budget of their own, never counted
+    /// against the task's `max_attempts`. Defaults to [`transient::BUDGET`].
+    pub transient_retries: i32,
 }
 
 impl Default for Options {
@@ -77,6 +84,7 @@ impl Default for Options {
             poison_after: 3,
             sweep_interval: Duration::from_secs(1),
             task_workers: None,
+            transient_retries: transient::BUDGET,
         }
     }
 }
@@ -126,9 +134,9 @@ pub async fn run(
     let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
     let context = Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default(), logins, busy: Default::default() });
-    claims::sweep_once(&pool, &shutdown).await;
+    claims::sweep_once(&pool, options.transient_retries, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
-    workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, shutdown.clone()));
+    workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, options.transient_retries, shutdown.clone()));
     for id in 0..options.workers {
         let worker = Worker { id, pool: pool.clone(), context: context.clone(), metrics: metrics.clone() };
         let (wake, shutdown) = (wake.clone(), shutdown.clone());
@@ -247,7 +255,19 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(worker = self.id, task = %task, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
                     if let Some(s) = session.take() {
+                        // Before the backend ends, where the connection still lives: a
+                        // sweep must not take its orphan for a crash.
+                        let dropped = transient::of_batch(&e);
+                        if dropped {
+                            claims::interrupted(&self.pool, s.backend).await;
+                        }
                         crate::db::discard(s.conn);
+                        // The server's backends died with it: count the batch on its
+                        // jobs before they are claimed again (else a job done meanwhile
+                        // would keep no record of the interruption).
+                        if dropped {
+                            claims::sweep_once(&self.pool, self.context.options.transient_retries, &shutdown).await;
+                        }
                     }
                 }
             }
@@ -296,6 +316,9 @@ pub enum BatchError {
     Db(#[from] tokio_postgres::Error),
     #[error("{0}")]
     ConnectionLost(String),
+    /// The database dropped the connection under the batch (57P01, class 08).
+    #[error("{0}")]
+    Dropped(String),
 }
 
 /// One transaction in a session of `task`'s login: claim, record the claim, run each
@@ -316,9 +339,14 @@ pub async fn run_batch(
 ) -> Result<BatchOutcome, BatchError> {
     let options = &context.options;
     let mut outcome = BatchOutcome::default();
-    let (claim_due, claim_one, unclaim, failed) =
-        try_join4(Prepared::on(conn, CLAIM), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, UNCLAIM), Prepared::on(conn, MARK_FAILED)).await?;
-    let statements = Statements { failed };
+    // Prepared before the transaction: a job's error aborts it, and the statements that
+    // record the error could not be parsed then.
+    let ((claim_due, claim_one, unclaim, failed), interrupted) = futures_util::future::try_join(
+        try_join4(Prepared::on(conn, CLAIM), Prepared::on(conn, CLAIM_ONE), Prepared::on(conn, UNCLAIM), Prepared::on(conn, MARK_FAILED)),
+        Prepared::on(conn, transient::RECORD),
+    )
+    .await?;
+    let statements = Statements { failed, interrupted };
     // The jobs are marked done by the plugin loaded now, and run on it: a reload during
     // the batch takes effect with the next one.
     let registry = context.loaded.load_full();
@@ -382,7 +410,7 @@ pub async fn run_batch(
         let run = if row.crashes >= options.poison_after {
             poisoned(conn, &statements, &plugin, row, follow).instrument(span).await?
         } else {
-            run_job(conn, &statements, &plugin, &job, row.slot, options, follow).instrument(span).await?
+            run_job(conn, &statements, &plugin, &job, (row.slot, row.transients), options, follow).instrument(span).await?
         };
         outcome.retire_connection |= run.cancelled;
         outcome.jobs.push((row.task.clone(), run.end, run.elapsed));
@@ -417,6 +445,8 @@ struct Claimed {
     digest: Option<String>,
     run_after: DateTime<Utc>,
     period: String,
+    /// Transient interruptions before this attempt.
+    transients: i32,
 }
 
 impl From<&tokio_postgres::Row> for Claimed {
@@ -432,109 +462,9 @@ impl From<&tokio_postgres::Row> for Claimed {
             digest: row.get(7),
             run_after: row.get(8),
             period: row.get(9),
+            transients: row.get(10),
         }
     }
-}
-
-/// What follows a job in the same round trip.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Follow {
-    /// The next job's savepoint.
-    Savepoint,
-    /// The batch's end.
-    Commit,
-}
-
-impl Follow {
-    fn sql(self) -> &'static str {
-        match self {
-            Follow::Savepoint => "SAVEPOINT job",
-            Follow::Commit => &COMMIT,
-        }
-    }
-
-    /// What follows a successful call that sent statements: [`END_CALL`] (a function
-    /// the plugin may call can change session settings, which must not reach the next
-    /// job), then the next savepoint; COMMIT resets them itself.
-    fn after_call(self) -> &'static str {
-        match self {
-            Follow::Savepoint => {
-                static NEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("{END_CALL}; SAVEPOINT job"));
-                &NEXT
-            }
-            Follow::Commit => &COMMIT,
-        }
-    }
-}
-
-/// Rolls a failed job back to its savepoint: its writes, and settings it changed.
-const ROLLBACK_JOB: &str = "ROLLBACK TO SAVEPOINT job";
-
-/// Fail a job that its hosts kept dying on, without running it again.
-async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::plugin::Plugin, row: &Claimed, follow: Follow) -> Result<JobRun, BatchError> {
-    let message = crate::text::clip(
-        format!(
-            "not run again: the host running it ended {} times before the job did (last: {})",
-            row.crashes,
-            row.last_error.as_deref().unwrap_or("unknown")
-        ),
-        crate::text::MAX_ERROR,
-    );
-    let failure = Failure { message: &message, give_up: true, delay: Duration::ZERO, digest: &plugin.digest, cancelled: false };
-    record_failure(conn, statements, (row.slot, &row.key), failure, follow).await?;
-    tracing::error!(error = %crate::text::printable(&message), "job failed for good");
-    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
-}
-
-/// A failed attempt as recorded.
-struct Failure<'a> {
-    message: &'a str,
-    /// Fail the job for good rather than retry it after `delay`.
-    give_up: bool,
-    delay: Duration,
-    digest: &'a str,
-    /// The call sent a cancel request on this connection.
-    cancelled: bool,
-}
-
-/// Roll the job's savepoint back (its writes and the plugin's role together), record the
-/// failed attempt and send `follow`, in one round trip.
-async fn record_failure(
-    conn: &Arc<Object>,
-    statements: &Statements,
-    (slot, key): (DateTime<Utc>, &str),
-    failure: Failure<'_>,
-    follow: Follow,
-) -> Result<(), BatchError> {
-    let Failure { message, give_up, delay, digest, cancelled } = failure;
-    let params: [&dyn crate::db::Param; 6] = [&slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest];
-    if !cancelled {
-        try_join3(conn.batch_execute(ROLLBACK_JOB), statements.failed.exec(conn, &params), conn.batch_execute(follow.sql())).await?;
-        return Ok(());
-    }
-    // The server acts on a cancel request a moment after it was sent, so one may still
-    // be on its way after the call ended, and would abort the first statement it meets
-    // (a whole batch lost, its jobs counted as crashes). Rolling back to the savepoint
-    // again undoes what it aborted; the batch's end waits until the failure is recorded.
-    let mut tries = 0;
-    loop {
-        match futures_util::future::try_join(conn.batch_execute(ROLLBACK_JOB), statements.failed.exec(conn, &params)).await {
-            Ok(_) => break,
-            Err(e) if tries < LATE_CANCELS && e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) => tries += 1,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    conn.batch_execute(follow.sql()).await?;
-    Ok(())
-}
-
-/// Cancel requests a job's call may have left on their way: one per resend
-/// ([`crate::capability::db`]'s cancel), a few at most.
-const LATE_CANCELS: usize = 6;
-
-/// The host's own per-job statements, prepared on this connection.
-struct Statements {
-    failed: Prepared,
 }
 
 /// How one job ended, and whether its connection carried a cancel request.
@@ -551,7 +481,7 @@ async fn run_job(
     statements: &Statements,
     plugin: &crate::plugin::Plugin,
     job: &Job,
-    slot: DateTime<Utc>,
+    (slot, transients): (DateTime<Utc>, i32),
     options: &Options,
     follow: Follow,
 ) -> Result<JobRun, BatchError> {
@@ -572,15 +502,24 @@ async fn run_job(
             tracing::debug!(?elapsed, "job done");
             Ok(JobRun { end: JobEnd::Done, elapsed, cancelled })
         }
+        Err(CallError::ConnectionLost(why)) if transient::of_call(&called.ending, None) => Err(BatchError::Dropped(why)),
         Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
         Err(e) => {
-            let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
-            let delay = crate::backoff::delay(options.retry_base, options.retry_max, job.attempt);
+            let transient = transient::of_call(&called.ending, Some(&e));
+            let (give_up, delay) = match transient {
+                true => transient::next(transients, options.transient_retries),
+                false => {
+                    let give_up = !e.retryable() || job.attempt >= plugin.spec.max_attempts;
+                    (give_up, crate::backoff::delay(options.retry_base, options.retry_max, job.attempt))
+                }
+            };
             let message = crate::text::clip(e.to_string(), crate::text::MAX_STORED);
-            let failure = Failure { message: &message, give_up, delay, digest: &plugin.digest, cancelled };
+            let failure = Failure { message: &message, give_up, delay, digest: &plugin.digest, cancelled, transient };
             record_failure(conn, statements, (slot, key), failure, follow).await?;
             if give_up {
                 tracing::warn!(error = %crate::text::printable(&message), "job failed for good");
+            } else if transient {
+                tracing::info!(error = %crate::text::printable(&message), retry_in = ?delay, "job interrupted by a transient error; not counted as an attempt");
             } else {
                 tracing::info!(error = %crate::text::printable(&message), retry_in = ?delay, "job attempt failed");
             }

@@ -43,6 +43,15 @@ pub fn retryable_sqlstate(code: &str) -> bool {
     matches!(code.get(..2), Some("40" | "08" | "53" | "57" | "58")) || code == "55P03"
 }
 
+/// Whether an error says nothing about the statement or the job: a deadlock or a
+/// serialization failure (the job ran into another at the wrong moment), an admin
+/// shutdown, a crash or a recovering server (57P01, 57P02, 57P03), a lost connection
+/// (class 08). The executor retries these on a budget of their own
+/// ([`crate::executor::transient`]).
+pub fn transient_sqlstate(code: &str) -> bool {
+    matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03") || code.starts_with("08")
+}
+
 // The WIT interfaces are implemented on the call's session itself (linked with
 // `HasSelf<Session>` in `plugin`), so this module needs nothing from the runtime.
 impl Host for Session {}

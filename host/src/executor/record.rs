@@ -1,0 +1,120 @@
+//! How a job's end is written in its own transaction, and what follows it in the same
+//! round trip: the next job's savepoint, or the batch's COMMIT. A failed job rolls
+//! back to its savepoint and records its attempt (or its interruption) over the
+//! claim's done mark.
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Object;
+use futures_util::future::try_join3;
+
+use super::{BatchError, Claimed, JobRun, COMMIT};
+use crate::capability::db::END_CALL;
+use crate::db::Prepared;
+use crate::job::JobEnd;
+
+/// What follows a job in the same round trip.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Follow {
+    /// The next job's savepoint.
+    Savepoint,
+    /// The batch's end.
+    Commit,
+}
+
+impl Follow {
+    pub(super) fn sql(self) -> &'static str {
+        match self {
+            Follow::Savepoint => "SAVEPOINT job",
+            Follow::Commit => &COMMIT,
+        }
+    }
+
+    /// What follows a successful call that sent statements: [`END_CALL`] (a function
+    /// the plugin may call can change session settings, which must not reach the next
+    /// job), then the next savepoint; COMMIT resets them itself.
+    pub(super) fn after_call(self) -> &'static str {
+        match self {
+            Follow::Savepoint => {
+                static NEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("{END_CALL}; SAVEPOINT job"));
+                &NEXT
+            }
+            Follow::Commit => &COMMIT,
+        }
+    }
+}
+
+/// Rolls a failed job back to its savepoint: its writes, and settings it changed.
+const ROLLBACK_JOB: &str = "ROLLBACK TO SAVEPOINT job";
+
+/// Fail a job that its hosts kept dying on, without running it again.
+pub(super) async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::plugin::Plugin, row: &Claimed, follow: Follow) -> Result<JobRun, BatchError> {
+    let message = crate::text::clip(
+        format!(
+            "not run again: the host running it ended {} times before the job did (last: {})",
+            row.crashes,
+            row.last_error.as_deref().unwrap_or("unknown")
+        ),
+        crate::text::MAX_ERROR,
+    );
+    let failure = Failure { message: &message, give_up: true, delay: Duration::ZERO, digest: &plugin.digest, cancelled: false, transient: false };
+    record_failure(conn, statements, (row.slot, &row.key), failure, follow).await?;
+    tracing::error!(error = %crate::text::printable(&message), "job failed for good");
+    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
+}
+
+/// A failed attempt as recorded.
+pub(super) struct Failure<'a> {
+    pub(super) message: &'a str,
+    /// Fail the job for good rather than retry it after `delay`.
+    pub(super) give_up: bool,
+    pub(super) delay: Duration,
+    pub(super) digest: &'a str,
+    /// The call sent a cancel request on this connection.
+    pub(super) cancelled: bool,
+    /// An interruption on the job's own budget ([`transient`]), not one of its attempts.
+    pub(super) transient: bool,
+}
+
+/// Roll the job's savepoint back (its writes and the plugin's role together), record the
+/// failed attempt and send `follow`, in one round trip.
+pub(super) async fn record_failure(
+    conn: &Arc<Object>,
+    statements: &Statements,
+    (slot, key): (DateTime<Utc>, &str),
+    failure: Failure<'_>,
+    follow: Follow,
+) -> Result<(), BatchError> {
+    let Failure { message, give_up, delay, digest, cancelled, transient } = failure;
+    let params: [&dyn crate::db::Param; 6] = [&slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest];
+    let record = if transient { &statements.interrupted } else { &statements.failed };
+    if !cancelled {
+        try_join3(conn.batch_execute(ROLLBACK_JOB), record.exec(conn, &params), conn.batch_execute(follow.sql())).await?;
+        return Ok(());
+    }
+    // The server acts on a cancel request a moment after it was sent, so one may still
+    // be on its way after the call ended, and would abort the first statement it meets
+    // (a whole batch lost, its jobs counted as crashes). Rolling back to the savepoint
+    // again undoes what it aborted; the batch's end waits until the failure is recorded.
+    let mut tries = 0;
+    loop {
+        match futures_util::future::try_join(conn.batch_execute(ROLLBACK_JOB), record.exec(conn, &params)).await {
+            Ok(_) => break,
+            Err(e) if tries < LATE_CANCELS && e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) => tries += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    conn.batch_execute(follow.sql()).await?;
+    Ok(())
+}
+
+/// Cancel requests a job's call may have left on their way: one per resend
+/// ([`crate::capability::db`]'s cancel), a few at most.
+const LATE_CANCELS: usize = 6;
+
+/// The host's own per-job statements, prepared on this connection.
+pub(super) struct Statements {
+    pub(super) failed: Prepared,
+    pub(super) interrupted: Prepared,
+}
