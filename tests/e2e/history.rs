@@ -189,16 +189,27 @@ async fn a_populated_v4_database_upgrades_in_place_losing_and_rerunning_nothing(
              VALUES ('daily-points', '2026-02-01T16:00:00Z', 'broken', 'failed', 3, now(), 'gave up');
              INSERT INTO almanac.attempts (task, slot, key, attempt, error)
              SELECT 'daily-points', '2026-02-01T16:00:00Z', 'broken', a, 'gave up' FROM generate_series(1, 3) a;
-             INSERT INTO almanac.jobs (task, slot, key, payload) VALUES ('daily-points', '2016-01-01T00:00:00Z', '1', '{\"n\": 1}');",
+             INSERT INTO almanac.jobs (task, slot, key, payload) VALUES ('daily-points', '2016-01-01T00:00:00Z', '1', '{\"n\": 1}');
+             INSERT INTO almanac.outbox (topic, key, payload, content_type, task, status, created_at, dispatched_at)
+             VALUES ('points', 'old', 'a', 'text/plain', 'daily-points', 'delivered', now() - interval '3 months', now() - interval '3 months'),
+                    ('points', 'dead', 'b', 'text/plain', 'daily-points', 'dead', now() - interval '2 months', NULL),
+                    ('points', 'new', 'c', 'text/plain', 'daily-points', 'pending', now(), NULL);",
         )
         .await
         .unwrap();
     let fingerprint = "SELECT md5(string_agg(format('%s|%s|%s|%s|%s|%s|%s', task, slot, key, status, attempts, payload, last_error), ',' ORDER BY task, slot, key)) FROM almanac.jobs";
     let before: String = db_name(&db, fingerprint).await;
+    let messages = "SELECT md5(string_agg(format('%s|%s|%s|%s|%s|%s|%s', id, topic, key, payload, status, created_at, dispatched_at), ',' ORDER BY id)) FROM almanac.outbox";
+    let messages_before: String = db_name(&db, messages).await;
     let (code, out, err) = almanac(&db.url, &["migrate"]);
-    assert_eq!((code, out.trim()), (0, "7 migration(s) applied"), "{err}");
+    assert_eq!((code, out.trim()), (0, crate::support::migrations_applied_after(4).as_str()), "{err}");
     let after: String = db_name(&db, fingerprint).await;
     assert_eq!(before, after, "every row kept as it was");
+    // V13: the outbox in month partitions, every message as it was, counted as before.
+    assert_eq!(messages_before, db_name(&db, messages).await, "every message kept as it was");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.outbox_default").await, 0, "each message in its month");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.outbox_partitions").await, 4, "three months ago, two, this and next");
+    assert_eq!(db.count("SELECT (sum(pending) * 100 + sum(dead) * 10 + sum(delivered))::bigint FROM almanac.outbox_counts").await, 111);
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs_default").await, 1, "2016 is outside the month partitions");
     assert!(db.count("SELECT count(*) FROM almanac.job_partitions").await >= 13);
     assert_eq!(db.count("SELECT coalesce(sum(done), 0)::bigint FROM almanac.job_counts").await, 365 * 3);

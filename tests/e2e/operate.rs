@@ -87,7 +87,8 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
     // default partition and is deleted there, one by one.
     assert_eq!(
         out.trim(),
-        "pruned slots older than 400d: 0 month partition(s) dropped (0 done job(s)), 1 done or discarded job(s) deleted from the default partition"
+        "pruned slots older than 400d: 0 month partition(s) dropped (0 done job(s)), 1 done or discarded job(s) deleted from the default partition\n\
+         pruned outbox messages created before then: 0 month partition(s) dropped (0 delivered message(s)), 0 delivered message(s) deleted from the default partition"
     );
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'recent'").await, 1);
     db.counts_agree().await;

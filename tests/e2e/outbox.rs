@@ -243,7 +243,7 @@ async fn a_host_killed_between_the_200_and_its_record_redelivers_the_same_key() 
     locker.batch_execute("BEGIN; LOCK TABLE almanac.outbox IN SHARE MODE").await.unwrap();
     gate.notify_one();
     let waiting = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock' AND query LIKE '%UPDATE ONLY almanac.outbox%'",
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock' AND query LIKE '%UPDATE almanac.outbox%'",
         db.name
     );
     db.wait_count(&waiting, 1, Duration::from_secs(30)).await;
@@ -319,4 +319,69 @@ async fn a_400_is_dead_at_once_with_its_excerpt_until_an_operator_retries_it() {
     let (code, out) = almanac(&db, &["status"]);
     assert_eq!(code, 0);
     assert!(out.contains("outbox: 0 pending, 0 dead, 1 delivered"), "{out}");
+}
+
+/// A year of delivered messages is dropped a month at a time while a dispatcher keeps
+/// delivering: the old month goes with its count, a month holding a dead message stays,
+/// and every new message is delivered once.
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_drops_a_month_of_delivered_messages_while_a_dispatcher_runs() {
+    const NEW: i64 = 200;
+    let db = TestDb::new().await;
+    db.accounts(NEW).await;
+    db.schedule("points-notify", "0 0 * * *", "Asia/Shanghai", chrono::Utc::now()).await;
+    // Two days ago, inside the task's 30-day horizon: its jobs stay whatever prune does.
+    db.client
+        .execute(
+            "INSERT INTO almanac.jobs (task, slot, key)
+             SELECT 'points-notify', date_trunc('day', now(), 'Asia/Shanghai') - interval '2 days', g::text FROM generate_series(1, $1::bigint) g",
+            &[&NEW],
+        )
+        .await
+        .unwrap();
+    // History as a dispatcher left it: 500 messages delivered four months ago (counted),
+    // and one dead five months ago.
+    db.client
+        .batch_execute(
+            "SELECT almanac.add_outbox_partition(now() - interval '4 months'), almanac.add_outbox_partition(now() - interval '5 months');
+             INSERT INTO almanac.outbox (topic, key, payload, content_type, task, status, attempts, created_at, dispatched_at)
+             SELECT 'points-awarded', 'old-' || g, '{}', 'application/json', 'points-notify', 'delivered', 1,
+                    now() - interval '4 months', now() - interval '4 months'
+             FROM generate_series(1, 500) g;
+             INSERT INTO almanac.delivered_counts (task, topic, delivered) VALUES ('points-notify', 'points-awarded', 500);
+             INSERT INTO almanac.outbox (topic, key, payload, content_type, task, status, attempts, created_at, last_error)
+             VALUES ('points-awarded', 'refused', '{}', 'application/json', 'points-notify', 'dead', 1, now() - interval '5 months', '400');",
+        )
+        .await
+        .unwrap();
+    let month = |ago: i32| format!("SELECT 'outbox_' || to_char((now() - interval '{ago} months') AT TIME ZONE 'UTC', 'YYYY_MM')");
+    let (old, dead) = (db_text(&db, &month(4)).await, db_text(&db, &month(5)).await);
+    let receiver = Receiver::start(Arc::new(|_| answer(200, "ok"))).await;
+    let (_dir, path) = config(&points_config(&receiver, "5s"));
+    let plugins = plugin_dir(&["points_notify"]);
+    let mut host = spawn(&db, plugins.path(), &outbox_args(&path));
+    let new_delivered = "SELECT count(*) FROM almanac.outbox WHERE status = 'delivered' AND key NOT LIKE 'old-%'";
+    wait_for("the dispatcher to deliver a first new message", Duration::from_secs(60), || async { db.count(new_delivered).await > 0 }).await;
+
+    let (code, out) = almanac(&db, &["prune", "--older-than", "60d"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains(&format!("  dropped almanac.{old} (500 delivered message(s))")), "{out}");
+    assert!(out.contains(&format!("  kept almanac.{dead}: it holds messages still to deliver, or dead ones")), "{out}");
+    let partitions = "SELECT count(*) FROM almanac.outbox_partitions WHERE partition::text = 'almanac.' || $1";
+    assert_eq!(db.client.query_one(partitions, &[&old]).await.unwrap().get::<_, i64>(0), 0, "the old month is gone");
+    assert_eq!(db.client.query_one(partitions, &[&dead]).await.unwrap().get::<_, i64>(0), 1);
+
+    db.wait_count(new_delivered, NEW, Duration::from_secs(60)).await;
+    host.stop().await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.outbox WHERE key LIKE 'old-%'").await, 0);
+    assert_eq!(db.count("SELECT sum(delivered)::bigint FROM almanac.outbox_counts").await, NEW, "the dropped month left the count");
+    assert_eq!(db.count("SELECT sum(dead)::bigint FROM almanac.outbox_counts").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await, NEW, "the jobs inside the horizon stay");
+    let keys: HashSet<String> = receiver.requests().into_iter().filter_map(|r| r.idempotency_key).collect();
+    assert_eq!(keys.len() as i64, NEW, "every new message delivered, each key once");
+    assert_eq!(receiver.requests().len() as i64, NEW);
+}
+
+async fn db_text(db: &TestDb, sql: &str) -> String {
+    db.client.query_one(sql, &[]).await.unwrap().get(0)
 }

@@ -336,7 +336,7 @@ async fn a_v10_database_upgrades_to_periods_losing_and_rerunning_nothing() {
         .await
         .unwrap();
     let (code, out, err) = crate::support::almanac(&db.url, &["migrate"]);
-    assert_eq!((code, out.trim()), (0, "1 migration(s) applied"), "{err}");
+    assert_eq!((code, out.trim()), (0, crate::support::migrations_applied_after(10).as_str()), "{err}");
     let jobs: Vec<(String, String, String)> = db
         .client
         .query("SELECT period, key, status FROM almanac.jobs ORDER BY slot, key", &[])

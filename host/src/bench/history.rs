@@ -95,7 +95,7 @@ pub async fn measure(cluster: &Cluster, options: &Options, host_options: &host::
     let started = Instant::now();
     let pruned = crate::history::prune(&admin, older_than).await?;
     let prune_seconds = started.elapsed().as_secs_f64();
-    ensure!(pruned.dropped.len() == 1 && pruned.kept.is_empty() && pruned.busy.is_empty(), "prune of one month: {pruned:?}");
+    ensure!(pruned.jobs.dropped.len() == 1 && pruned.jobs.kept.is_empty() && pruned.jobs.busy.is_empty(), "prune of one month: {pruned:?}");
     let (bytes_after_prune, _, _) = sizes(&admin).await?;
 
     // Dead tuples: a run of `churn` jobs (accounts x slots) at --batch 32.
@@ -123,7 +123,7 @@ pub async fn measure(cluster: &Cluster, options: &Options, host_options: &host::
         empty,
         full,
         prune_seconds,
-        pruned_done: pruned.dropped.iter().map(|(_, n)| n).sum(),
+        pruned_done: pruned.jobs.dropped.iter().map(|(_, n)| n).sum(),
         bytes_before_prune,
         bytes_after_prune,
         churn_jobs: churn_slots * options.accounts,

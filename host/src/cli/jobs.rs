@@ -115,21 +115,34 @@ pub async fn discard(url: &str, args: DiscardArgs) -> anyhow::Result<ExitCode> {
 pub async fn prune(url: &str, older_than: Duration) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
     let pruned = almanac::history::prune(&client, older_than).await?;
-    let done: i64 = pruned.dropped.iter().map(|(_, n)| n).sum();
+    let (jobs, outbox) = (&pruned.jobs, &pruned.outbox);
+    let done: i64 = jobs.dropped.iter().map(|(_, n)| n).sum();
+    let delivered: i64 = outbox.dropped.iter().map(|(_, n)| n).sum();
     println!(
         "pruned slots older than {}: {} month partition(s) dropped ({done} done job(s)), {} done or discarded job(s) deleted from the default partition",
         almanac::task::format_duration(older_than),
-        pruned.dropped.len(),
-        pruned.deleted
+        jobs.dropped.len(),
+        jobs.deleted
     );
-    for (name, n) in &pruned.dropped {
+    println!(
+        "pruned outbox messages created before then: {} month partition(s) dropped ({delivered} delivered message(s)), {} delivered message(s) deleted from the default partition",
+        outbox.dropped.len(),
+        outbox.deleted
+    );
+    for (name, n) in &jobs.dropped {
         println!("  dropped {name} ({n} done job(s))");
     }
-    for name in &pruned.kept {
+    for (name, n) in &outbox.dropped {
+        println!("  dropped {name} ({n} delivered message(s))");
+    }
+    for name in &jobs.kept {
         println!("  kept {name}: it holds jobs still to run (pending or failed); retry or discard them, then prune again");
     }
-    for name in &pruned.busy {
-        println!("  kept {name}: the lock on almanac.jobs was not granted within 2 s (a long transaction); run prune again");
+    for name in &outbox.kept {
+        println!("  kept {name}: it holds messages still to deliver, or dead ones (almanac outbox retry); prune again once they are delivered");
     }
-    Ok(if pruned.busy.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    for (name, table) in jobs.busy.iter().map(|n| (n, "almanac.jobs")).chain(outbox.busy.iter().map(|n| (n, "almanac.outbox"))) {
+        println!("  kept {name}: the lock on {table} was not granted within 2 s (a long transaction); run prune again");
+    }
+    Ok(if jobs.busy.is_empty() && outbox.busy.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

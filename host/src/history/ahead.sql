@@ -6,3 +6,7 @@ FROM generate_series(
     date_trunc('month', least(now() - interval '1 month', (SELECT min(generated_through) FROM ONLY almanac.schedules)), 'UTC'),
     now() + interval '1 month',
     interval '1 month') AS m
+UNION ALL
+-- And the outbox's: messages are written now, so this month and the next.
+SELECT almanac.add_outbox_partition(m)
+FROM generate_series(date_trunc('month', now(), 'UTC'), now() + interval '1 month', interval '1 month') AS m

@@ -1,8 +1,9 @@
-//! The job history: `almanac.jobs` in month partitions (migration V9). Partitions are
-//! made ahead of need by running hosts and by backfill; the counters beside the rows
-//! (`almanac.job_counts`, `almanac.delivered_counts`: deltas appended where jobs and
-//! messages change) are folded here; claims look from a floor ([`ClaimFloor`]); `prune`
-//! drops whole months outside every task's backfill horizon instead of deleting rows.
+//! The job history: `almanac.jobs` in month partitions of slot (migration V9), and the
+//! outbox's in month partitions of creation (V13). Partitions are made ahead of need by
+//! running hosts and by backfill; the counters beside the rows (`almanac.job_counts`,
+//! `almanac.delivered_counts`: deltas appended where jobs and messages change) are folded
+//! here; claims look from a floor ([`ClaimFloor`]); `prune` drops whole months outside
+//! every task's backfill horizon instead of deleting rows.
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -16,6 +17,9 @@ const FOLD: &str = include_str!("fold.sql");
 const PARTITIONS: &str = include_str!("partitions.sql");
 const DROP_PARTITION: &str = include_str!("drop_partition.sql");
 const PRUNE_DEFAULT: &str = include_str!("prune_default.sql");
+const OUTBOX_PARTITIONS: &str = include_str!("outbox_partitions.sql");
+const DROP_OUTBOX_PARTITION: &str = include_str!("drop_outbox_partition.sql");
+const PRUNE_OUTBOX_DEFAULT: &str = include_str!("prune_outbox_default.sql");
 const OUTSIDE: &str = include_str!("outside.sql");
 const FLOOR: &str = include_str!("floor.sql");
 const WIDEST_HORIZON: &str = include_str!("widest_horizon.sql");
@@ -141,24 +145,35 @@ pub enum PruneError {
     Db(#[from] tokio_postgres::Error),
 }
 
-/// What a prune did.
+/// What a prune did to one history (the jobs', the outbox's).
 #[derive(Debug, Default)]
-pub struct Pruned {
-    /// Month partitions dropped, with the done jobs each held.
+pub struct Months {
+    /// Month partitions dropped, with the rows of history each held (done jobs,
+    /// delivered messages).
     pub dropped: Vec<(String, i64)>,
-    /// Month partitions wholly older than the cut that hold jobs still to run.
+    /// Month partitions wholly older than the cut that hold rows still to act on (jobs
+    /// pending or failed; messages pending or dead).
     pub kept: Vec<String>,
     /// Month partitions that stayed because a lock was not granted in time.
     pub busy: Vec<String>,
-    /// Done or discarded jobs deleted from the default partition.
+    /// Rows of history deleted from the default partition.
     pub deleted: u64,
 }
 
+/// What a prune did.
+#[derive(Debug, Default)]
+pub struct Pruned {
+    pub jobs: Months,
+    pub outbox: Months,
+}
+
 /// Drop the month partitions wholly older than `older_than` (a partition straddling the
-/// cut is kept whole until it is wholly outside; one holding a pending or failed job is
-/// kept and reported), and delete the default partition's done and discarded jobs older
-/// than it in bounded batches. Refuses, deleting nothing, if that reaches inside any
-/// task's backfill horizon.
+/// cut is kept whole until it is wholly outside; one holding a job still to run, or a
+/// message still to deliver or dead, is kept and reported), and delete the default
+/// partitions' done and discarded jobs and delivered messages older than it in bounded
+/// batches: the jobs by slot, the outbox by the messages' creation. Refuses, deleting
+/// nothing, if that reaches inside any task's backfill horizon (a job inside it may run
+/// again, and publish again: the outbox keeps the evidence as long as the jobs do).
 pub async fn prune(client: &Client, older_than: Duration) -> Result<Pruned, PruneError> {
     let widest = client.opt(WIDEST_HORIZON, &[]).await?;
     if let Some(row) = widest {
@@ -171,26 +186,35 @@ pub async fn prune(client: &Client, older_than: Duration) -> Result<Pruned, Prun
         .await?
         .checked_sub_signed(chrono::Duration::from_std(older_than).unwrap_or(chrono::Duration::MAX))
         .unwrap_or(DateTime::<Utc>::MIN_UTC);
-    let mut pruned = Pruned::default();
-    for row in client.rows(PARTITIONS, &[]).await? {
+    Ok(Pruned {
+        jobs: prune_months(client, [PARTITIONS, DROP_PARTITION, PRUNE_DEFAULT], cut).await?,
+        outbox: prune_months(client, [OUTBOX_PARTITIONS, DROP_OUTBOX_PARTITION, PRUNE_OUTBOX_DEFAULT], cut).await?,
+    })
+}
+
+/// One history's prune: its partitions (oldest first), how one is dropped, and one
+/// bounded batch of its default partition's deletes.
+async fn prune_months(client: &Client, [partitions, drop, default]: [&str; 3], cut: DateTime<Utc>) -> Result<Months, tokio_postgres::Error> {
+    let mut months = Months::default();
+    for row in client.rows(partitions, &[]).await? {
         let (name, next): (String, DateTime<Utc>) = (row.get(0), row.get(2));
         if next > cut {
             break;
         }
-        match locked(client, DROP_PARTITION, &[&name], |r| r.get::<_, Option<i64>>(0)).await {
-            Ok(done) => match done.first().copied().flatten() {
-                Some(done) => pruned.dropped.push((name, done)),
-                None => pruned.kept.push(name),
+        match locked(client, drop, &[&name], |r| r.get::<_, Option<i64>>(0)).await {
+            Ok(dropped) => match dropped.first().copied().flatten() {
+                Some(n) => months.dropped.push((name, n)),
+                None => months.kept.push(name),
             },
-            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => pruned.busy.push(name),
-            Err(e) => return Err(e.into()),
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => months.busy.push(name),
+            Err(e) => return Err(e),
         }
     }
     loop {
-        let n: i64 = client.one(PRUNE_DEFAULT, &[&cut]).await?.get(0);
-        pruned.deleted += n as u64;
+        let n: i64 = client.one(default, &[&cut]).await?.get(0);
+        months.deleted += n as u64;
         if n == 0 {
-            return Ok(pruned);
+            return Ok(months);
         }
     }
 }

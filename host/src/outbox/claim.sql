@@ -3,7 +3,7 @@
 -- not waited for. The lock is held while the message is delivered, until COMMIT, so no
 -- two hosts deliver one message at the same time.
 SELECT id, topic, key, payload, content_type, attempts, task
-FROM ONLY almanac.outbox
+FROM almanac.outbox
 WHERE status = 'pending'
   AND next_attempt_at <= now()
   AND topic = ANY($1::text[])

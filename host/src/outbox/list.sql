@@ -2,7 +2,7 @@
 SELECT id, topic, key, status, attempts, task, content_type, octet_length(payload)::bigint,
        substring(payload FROM 1 FOR 200) AS preview,
        created_at, next_attempt_at, dispatched_at, left(last_error, 4096) AS last_error
-FROM ONLY almanac.outbox
+FROM almanac.outbox
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR topic = $2)
 ORDER BY id DESC

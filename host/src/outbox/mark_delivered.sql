@@ -1,7 +1,7 @@
 -- In the claiming transaction, after the sinks took the messages ($1: their ids); the
 -- delivered count (almanac.delivered_counts) gains them in the same statement.
 WITH delivered AS (
-    UPDATE ONLY almanac.outbox
+    UPDATE almanac.outbox
     SET status = 'delivered', attempts = attempts + 1, dispatched_at = now(), last_error = NULL
     WHERE id = ANY($1::bigint[])
     RETURNING task, topic

@@ -1,6 +1,6 @@
 -- In the claiming transaction: one failed attempt per message. Per message: $1 id,
 -- $2 error, $3 give up now (dead), $4 backoff in seconds before the next try.
-UPDATE ONLY almanac.outbox o
+UPDATE almanac.outbox o
 SET attempts = o.attempts + 1,
     last_error = f.error,
     status = CASE WHEN f.dead THEN 'dead' ELSE 'pending' END,

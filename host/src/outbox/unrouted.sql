@@ -1,7 +1,7 @@
 -- Topics with pending messages that no sink of this host takes and that were not yet
 -- reported ($1), with how many are waiting.
 SELECT topic, count(*)
-FROM ONLY almanac.outbox
+FROM almanac.outbox
 WHERE status = 'pending'
   AND NOT (topic = ANY($1::text[]))
 GROUP BY topic

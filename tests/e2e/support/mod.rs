@@ -236,6 +236,17 @@ impl TestDb {
     }
 }
 
+/// What `almanac migrate` says on a database at migration `version`: the migrations in
+/// the repository after it.
+pub fn migrations_applied_after(version: u32) -> String {
+    let after = std::fs::read_dir(workspace().join("migrations"))
+        .expect("read migrations/")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_prefix('V')?.split("__").next()?.parse::<u32>().ok())
+        .filter(|v| *v > version)
+        .count();
+    format!("{after} migration(s) applied")
+}
+
 /// Run `almanac ARGS` with `DATABASE_URL=url` to its end: (exit code, or -1 if a signal
 /// ended it; stdout; stderr).
 pub fn almanac(url: &str, args: &[&str]) -> (i32, String, String) {

@@ -1,0 +1,1 @@
+SELECT almanac.drop_outbox_partition($1::text::regclass)
