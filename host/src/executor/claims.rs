@@ -210,8 +210,21 @@ pub async fn sweep_once(pool: &Pool, budget: i32, shutdown: &CancellationToken) 
     if !tracked() {
         return;
     }
-    let Ok(conn) = crate::db::connect(pool, shutdown).await else { return };
-    match sweep(&**conn, budget).await {
+    // A pooled connection from before a server restart may only now turn out dead: the
+    // next one is fresh. A sweep that gave up here would let the orphans' jobs be
+    // claimed and done before any sweep counted them.
+    let mut tries = 0;
+    let swept = loop {
+        let Ok(conn) = crate::db::connect(pool, shutdown).await else { return };
+        match sweep(&**conn, budget).await {
+            Err(e) if e.as_db_error().is_none() && tries < 3 => {
+                tries += 1;
+                drop(Object::take(conn));
+            }
+            result => break result,
+        }
+    };
+    match swept {
         Ok(swept) => {
             if swept.crashed + swept.marked > 0 {
                 tracing::warn!(
