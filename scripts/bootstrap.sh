@@ -5,7 +5,8 @@
 # --need-browser, Debian's chromium for the dashboard's browser test; with
 # --need-pgbouncer, Debian's pgbouncer for the connection-pooler test; with --need-node,
 # Node.js (Debian's nodejs and npm) and the `pg` package for the README's Node example;
-# with --need-python, a virtualenv .venv with componentize-py and pytest (PyPI) for Python plugins.
+# with --need-python, a virtualenv .venv with componentize-py and pytest (PyPI) for Python plugins;
+# with --need-failover, Debian's pg_auto_failover (postgresql-15-auto-failover) for the failover test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -28,7 +29,7 @@ have_server() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
     command -v initdb >/dev/null 2>&1
 }
-need_server=false need_browser=false need_pgbouncer=false need_node=false need_python=false
+need_server=false need_browser=false need_pgbouncer=false need_node=false need_python=false need_failover=false
 for arg in "$@"; do
     case "$arg" in
         --need-server) need_server=true ;;
@@ -36,6 +37,7 @@ for arg in "$@"; do
         --need-pgbouncer) need_pgbouncer=true ;;
         --need-node) need_node=true ;;
         --need-python) need_python=true ;;
+        --need-failover) need_failover=true ;;
     esac
 done
 if [ -z "${DATABASE_URL:-}" ] || $need_server; then
@@ -51,6 +53,10 @@ fi
 if $need_pgbouncer && ! [ -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then
     echo "bootstrap: installing PgBouncer (Debian package pgbouncer), which the connection-pooler test runs" >&2
     apt_install pgbouncer
+fi
+if $need_failover && ! { command -v pg_autoctl && ls /usr/lib/postgresql/*/lib/pgautofailover.so; } >/dev/null 2>&1; then
+    echo "bootstrap: installing pg_auto_failover (Debian package postgresql-15-auto-failover), which the failover test runs" >&2
+    apt_install postgresql-15-auto-failover
 fi
 if $need_node; then
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -27,3 +27,4 @@ mod settings;
 mod tls;
 mod reliability;
 mod transient;
+mod failover;

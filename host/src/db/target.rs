@@ -98,8 +98,26 @@ impl Target {
             _ => tokio_postgres::config::SslMode::Require,
         });
         config.application_name(&base_name);
+        // A primary that dies without closing its sockets (a power loss, a partition, a
+        // failover behind a virtual IP) must not hold a host forever: each connection
+        // attempt (each host of a multi-host list) gives up after 10 s, an idle
+        // connection is probed after 30 s and dropped after 3 probes 10 s apart, and
+        // data the server leaves unacknowledged for 60 s ends the connection. Each of
+        // these is the user's when given.
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        if !params.contains_key("keepalives_idle") {
+            config.keepalives_idle(std::time::Duration::from_secs(30));
+        }
+        if !params.contains_key("keepalives_interval") {
+            config.keepalives_interval(std::time::Duration::from_secs(10));
+        }
+        if !params.contains_key("keepalives_retries") {
+            config.keepalives_retries(3);
+        }
+        if !params.contains_key("tcp_user_timeout") {
+            config.tcp_user_timeout(std::time::Duration::from_secs(60));
         }
         Ok(Target { config, tls, sslmode, base_name })
     }

@@ -14,6 +14,7 @@ use almanac::cluster::{Cluster, Settings};
 use tokio_postgres::{Client, NoTls};
 
 pub mod certs;
+pub mod failover;
 pub mod private;
 pub mod proxy;
 pub mod receiver;
