@@ -53,30 +53,13 @@ impl Formation {
         formation.nodes[0] = Some(formation.create_node(0));
         formation.wait_states("node_1 single", &[("node_1", "single")], Duration::from_secs(60)).await;
         formation.nodes[1] = Some(formation.create_node(1));
-        // node_2's base backup waits for a checkpoint on node_1; a spread one takes
-        // minutes, so ask for it.
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if formation.states().await == [("node_1".into(), "primary".into()), ("node_2".into(), "secondary".into())] {
-                break;
-            }
-            assert!(Instant::now() < deadline, "no primary and secondary after 120 s: {:?}; logs in {}", formation.states().await, formation.dir.path().display());
-            if let Ok(client) = tokio_postgres::connect(&formation.node_url(0), tokio_postgres::NoTls).await {
-                tokio::spawn(client.1);
-                let _ = client.0.batch_execute("CHECKPOINT").await;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        formation.wait_states("node_1 primary, node_2 secondary", &[("node_1", "primary"), ("node_2", "secondary")], Duration::from_secs(120)).await;
         formation
     }
 
     /// Both nodes, as a host is given them: the one that takes writes is used.
     pub fn url(&self) -> String {
         format!("postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/{DB}?target_session_attrs=read-write&connect_timeout=2", self.ports[0], self.ports[1])
-    }
-
-    fn node_url(&self, node: usize) -> String {
-        format!("postgresql://postgres@127.0.0.1:{}/{DB}", self.ports[node])
     }
 
     /// The monitor's database, once its postgres (just started) accepts connections.
@@ -105,15 +88,25 @@ impl Formation {
         }
     }
 
-    /// Wait until every named node reports its state.
+    /// Wait until every named node reports its state. Meanwhile the primary is asked for
+    /// a checkpoint now and then: a standby that cannot rewind falls back to a base
+    /// backup, which waits for one (a spread one takes minutes).
     pub async fn wait_states(&self, what: &str, want: &[(&str, &str)], timeout: Duration) {
         let deadline = Instant::now() + timeout;
+        let mut checkpoint = Instant::now() + Duration::from_secs(2);
         loop {
             let states = self.states().await;
             if want.iter().all(|(node, state)| states.iter().any(|(n, s)| n == node && s == state)) {
                 return;
             }
             assert!(Instant::now() < deadline, "{what}: not within {timeout:?}; the monitor says {states:?}; logs in {}", self.dir.path().display());
+            if Instant::now() >= checkpoint {
+                checkpoint = Instant::now() + Duration::from_secs(2);
+                if let Ok((client, conn)) = tokio_postgres::connect(&self.url(), tokio_postgres::NoTls).await {
+                    tokio::spawn(conn);
+                    let _ = client.batch_execute("CHECKPOINT").await;
+                }
+            }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
