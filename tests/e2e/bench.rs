@@ -50,4 +50,13 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     }
     assert!(history["pruned_done"].as_i64().unwrap() > 0);
     assert_eq!(history["churn_jobs"], 800);
+    // One and two hosts on one database, each job verified done once, with its WAL.
+    let scaling = &report["scaling"];
+    assert!(scaling["floor_wal_bytes_per_job"].as_f64().unwrap() > 0.0);
+    let runs = scaling["runs"].as_array().unwrap();
+    assert_eq!(runs.iter().map(|r| r["hosts"].as_u64().unwrap()).collect::<Vec<_>>(), [1, 2]);
+    for run in runs {
+        assert!(run["jobs_per_second"].as_f64().unwrap() > 0.0 && run["wal_bytes_per_job"].as_f64().unwrap() > 0.0 && run["jobs"] == 400, "{run}");
+        assert!(run["connections_per_host"].as_f64().unwrap() >= 1.0, "{run}");
+    }
 }

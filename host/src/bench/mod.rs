@@ -18,6 +18,7 @@ mod connections;
 mod cpu;
 mod enqueue;
 mod history;
+pub mod scaling;
 
 pub use history::{HistoryOptions, HistoryReport, Side};
 
@@ -63,6 +64,8 @@ pub struct Options {
     pub enqueue: Option<(usize, usize)>,
     /// Also measure on a history of this many done jobs (beside an empty one).
     pub history: Option<history::HistoryOptions>,
+    /// Also measure with these numbers of hosts on the database (at the largest batch).
+    pub hosts: Vec<usize>,
 }
 
 /// The cluster's settings, printed with the figures.
@@ -111,6 +114,7 @@ pub struct Report {
     pub connections: Vec<connections::ConnectionRun>,
     pub enqueue: Option<enqueue::EnqueueReport>,
     pub history: Option<history::HistoryReport>,
+    pub scaling: Option<scaling::ScalingReport>,
 }
 
 pub async fn run(options: Options) -> anyhow::Result<Report> {
@@ -150,6 +154,10 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         almanac.push(verified(&admin, batch, options.accounts, seconds, Some(cpu)).await?);
     }
 
+    let scaling = match options.hosts.is_empty() {
+        true => None,
+        false => Some(scaling::measure(&cluster, &url, &options, &host_options, &host, &plugin.digest).await?),
+    };
     let plugin_overhead_us = overhead(&plugin, options.overhead_calls).await?;
     let (policy_parse_us, policy_cached_us) = statement_policy(options.overhead_calls * 10).await?;
     let observe_us = observe(&host.loaded, options.overhead_calls * 100);
@@ -193,6 +201,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         connections,
         enqueue,
         history,
+        scaling,
     })
 }
 

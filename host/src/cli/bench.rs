@@ -35,6 +35,11 @@ pub struct BenchArgs {
     /// latency, pruning a month, dead tuples after a 200,000-job run.
     #[arg(long, value_name = "N")]
     history: Option<i64>,
+    /// Also run the backlog with 1, 2, 4 (or the given numbers of) hosts on one database,
+    /// at the largest batch: throughput, WAL bytes per job against the floor's,
+    /// connections per host.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_missing_value = "1,2,4")]
+    hosts: Option<Vec<usize>>,
     /// A small, quick run that only checks the benchmark works (what CI runs).
     #[arg(long)]
     smoke: bool,
@@ -55,6 +60,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
         connections: args.connections,
         enqueue: args.enqueue.then_some((100_000, 10_000)),
         history: args.history.map(|done| bench::HistoryOptions { done, churn: 200_000, autovacuum_wait: std::time::Duration::from_secs(90) }),
+        hosts: args.hosts.unwrap_or_default(),
     };
     if args.smoke {
         options = bench::Options {
@@ -66,6 +72,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
             workers: 2,
             enqueue: Some((2_000, 400)),
             history: Some(bench::HistoryOptions { done: 20_000, churn: 800, autovacuum_wait: std::time::Duration::ZERO }),
+            hosts: vec![1, 2],
             ..options
         };
     }
@@ -122,6 +129,9 @@ fn render(r: &Report) -> String {
     }
     if !r.connections.is_empty() {
         out.push_str(&render_connections(r));
+    }
+    if let Some(s) = &r.scaling {
+        out.push_str(&bench::scaling::render(s, r.workers));
     }
     if let Some(h) = &r.history {
         out.push_str(&render_history(h));
