@@ -22,14 +22,18 @@ async fn ask(url: &str, sql: &str) -> Option<(i64, chrono::DateTime<chrono::Utc>
 
 const DONE: &str = "SELECT count(*), now() FROM almanac.jobs WHERE status = 'done'";
 
-/// Wait until at least `want` jobs are done; when they were.
-async fn done_at_least(url: &str, want: i64, timeout: Duration) -> Instant {
+/// Wait until at least `want` jobs are done; when they were. On a timeout, the hosts'
+/// logs since `since` say what they were doing.
+async fn done_at_least(url: &str, want: i64, timeout: Duration, hosts: &[HostProc]) -> Instant {
     let deadline = Instant::now() + timeout;
     loop {
         if ask(url, DONE).await.is_some_and(|(n, _)| n >= want) {
             return Instant::now();
         }
-        assert!(Instant::now() < deadline, "fewer than {want} jobs done after {timeout:?} (last: {:?})", ask(url, DONE).await);
+        if Instant::now() >= deadline {
+            let logs: Vec<String> = hosts.iter().map(|h| h.log().lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")).collect();
+            panic!("fewer than {want} jobs done after {timeout:?} (last: {:?}); the hosts' last lines:\n{}", ask(url, DONE).await, logs.join("\n----\n"));
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -59,22 +63,22 @@ async fn hosts_follow_a_switchover_and_a_killed_primary_paying_every_account_onc
     let pids: Vec<i32> = hosts.iter().map(HostProc::pid).collect();
 
     // A planned switchover at a fifth of the backlog: node_2 takes over, node_1 follows.
-    let first = done_at_least(&url, 1, Duration::from_secs(60)).await;
-    let fifth = done_at_least(&url, total / 5, Duration::from_secs(120)).await;
+    let first = done_at_least(&url, 1, Duration::from_secs(60), &hosts).await;
+    let fifth = done_at_least(&url, total / 5, Duration::from_secs(120), &hosts).await;
     let (before, _) = ask(&url, DONE).await.expect("the primary answers");
     let rate_before = before as f64 / fifth.duration_since(first).as_secs_f64();
     let switched = Instant::now();
     formation.switchover();
     formation.wait_states("the switchover", &[("node_2", "primary"), ("node_1", "secondary")], Duration::from_secs(60)).await;
     let (n, _) = ask(&url, DONE).await.expect("node_2 answers");
-    let resumed = done_at_least(&url, n + 1, Duration::from_secs(60)).await.duration_since(switched);
+    let resumed = done_at_least(&url, n + 1, Duration::from_secs(60), &hosts).await.duration_since(switched);
 
     // node_2 SIGKILLed at half the backlog, keeper and postgres together.
-    done_at_least(&url, total / 2, Duration::from_secs(120)).await;
+    done_at_least(&url, total / 2, Duration::from_secs(120), &hosts).await;
     let (acknowledged, kill_time) = ask(&url, DONE).await.expect("node_2 answers");
     let killed = Instant::now();
     formation.kill(1);
-    let failed_over = done_at_least(&url, acknowledged + 1, Duration::from_secs(120)).await;
+    let failed_over = done_at_least(&url, acknowledged + 1, Duration::from_secs(120), &hosts).await;
     let recovery = failed_over.duration_since(killed);
     // Alone, it reports wait_primary (a primary without a standby: commits do not wait).
     formation.wait_states("node_1 promoted", &[("node_1", "wait_primary")], Duration::from_secs(60)).await;
@@ -89,7 +93,7 @@ async fn hosts_follow_a_switchover_and_a_killed_primary_paying_every_account_onc
     formation.wait_states("node_2 rejoining as a standby", &[("node_2", "secondary"), ("node_1", "primary")], Duration::from_secs(90)).await;
 
     let rejoined = killed.elapsed();
-    let end = done_at_least(&url, total, Duration::from_secs(180)).await;
+    let end = done_at_least(&url, total, Duration::from_secs(180), &hosts).await;
     let rate_after = (total - acknowledged) as f64 / end.duration_since(failed_over).as_secs_f64();
     let delivered = "SELECT count(*), now() FROM almanac.outbox WHERE status = 'delivered'";
     let deadline = Instant::now() + Duration::from_secs(120);
