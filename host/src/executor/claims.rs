@@ -205,11 +205,19 @@ pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i3
     Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2), interrupted: row.get(3) })
 }
 
-/// Sweep once, saying what was found.
-pub async fn sweep_once(pool: &Pool, budget: i32, shutdown: &CancellationToken) {
+/// One sweep at a time per host ([`sweep_once`]).
+pub type SweepGate = std::sync::Arc<tokio::sync::Mutex<()>>;
+
+/// Sweep once, saying what was found. One sweep at a time per host (`gate`): a sweep
+/// waits for a job another batch holds, on a pooled connection, and that batch waits for
+/// its claim to be recorded on a pooled connection too; after a failover every worker
+/// swept at once, and the sweeps held the whole pool, stalling hosts for the pool's wait
+/// timeout (a minute).
+pub async fn sweep_once(pool: &Pool, budget: i32, gate: &SweepGate, shutdown: &CancellationToken) {
     if !tracked() {
         return;
     }
+    let _one = gate.lock().await;
     // A pooled connection from before a server restart may only now turn out dead: the
     // next one is fresh. A sweep that gave up here would let the orphans' jobs be
     // claimed and done before any sweep counted them.
@@ -247,7 +255,7 @@ pub async fn sweep_once(pool: &Pool, budget: i32, shutdown: &CancellationToken) 
 
 /// Sweep every `every` until `shutdown` (the executor sweeps once itself before its
 /// workers claim anything, so a host restarting after a crash counts it first).
-pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budget: i32, shutdown: CancellationToken) {
+pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budget: i32, gate: SweepGate, shutdown: CancellationToken) {
     if !tracked() {
         return;
     }
@@ -256,6 +264,6 @@ pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budget: i32, shu
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.cancelled() => return,
         }
-        sweep_once(&pool, budget, &shutdown).await;
+        sweep_once(&pool, budget, &gate, &shutdown).await;
     }
 }

@@ -119,6 +119,8 @@ pub struct Context {
     pub logins: Arc<Logins>,
     /// The workers on each task now.
     pub busy: Arc<share::Busy>,
+    /// Held by the sweep running now ([`claims::sweep_once`]).
+    pub sweeping: claims::SweepGate,
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
@@ -133,10 +135,18 @@ pub async fn run(
 ) {
     let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
-    let context = Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default(), logins, busy: Default::default() });
-    claims::sweep_once(&pool, options.transient_retries, &shutdown).await;
+    let context = Arc::new(Context {
+        loaded,
+        options: options.clone(),
+        recorder,
+        floor: Default::default(),
+        logins,
+        busy: Default::default(),
+        sweeping: Default::default(),
+    });
+    claims::sweep_once(&pool, options.transient_retries, &context.sweeping, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
-    workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, options.transient_retries, shutdown.clone()));
+    workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, options.transient_retries, context.sweeping.clone(), shutdown.clone()));
     for id in 0..options.workers {
         let worker = Worker { id, pool: pool.clone(), context: context.clone(), metrics: metrics.clone() };
         let (wake, shutdown) = (wake.clone(), shutdown.clone());
@@ -266,7 +276,7 @@ impl Worker {
                         // jobs before they are claimed again (else a job done meanwhile
                         // would keep no record of the interruption).
                         if dropped {
-                            claims::sweep_once(&self.pool, self.context.options.transient_retries, &shutdown).await;
+                            claims::sweep_once(&self.pool, self.context.options.transient_retries, &self.context.sweeping, &shutdown).await;
                         }
                     }
                 }

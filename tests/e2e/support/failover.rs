@@ -192,6 +192,10 @@ impl Drop for Formation {
         }
         // A postgres that outlived its keeper (it is in the keeper's group) is gone too.
         let _ = Command::new("pkill").args(["-9", "-f", &self.dir.path().display().to_string()]).status();
+        if std::thread::panicking() {
+            let kept = std::mem::replace(&mut self.dir, tempfile::tempdir().expect("tempdir")).keep();
+            eprintln!("the formation's logs and data are kept in {}", kept.display());
+        }
     }
 }
 
