@@ -50,6 +50,12 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
     assert_eq!(failed.len(), 1);
     assert_eq!((failed[0]["task"].as_str(), failed[0]["key"].as_str(), failed[0]["attempts"].as_i64()), (Some("fixture-permanent"), Some("p1"), Some(1)));
 
+    // The failed job's attempt history, as recorded.
+    let (code, out, _) = almanac(&db, &["jobs", "--task", "fixture-permanent", "--attempts", "p1"]);
+    assert_eq!(code, 0);
+    let history: Vec<&str> = out.lines().collect();
+    assert!(history.len() == 2 && history[1].contains(" error ") && history[1].ends_with("account p1 is closed"), "{out}");
+
     // A typo is no task, not "0 jobs"; an unreadable slot says which forms are read.
     let (code, _, err) = almanac(&db, &["retry", "--task", "fixture-permanet"]);
     assert_eq!(code, 1);
@@ -91,6 +97,19 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
          pruned outbox messages created before then: 0 month partition(s) dropped (0 delivered message(s)), 0 delivered message(s) deleted from the default partition"
     );
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'recent'").await, 1);
+    // The text table: a long key widens its column, so every row's STATUS lines up.
+    db.client
+        .batch_execute(
+            "INSERT INTO almanac.jobs (task, slot, key, status)
+             SELECT task, slot, 'a-key-much-longer-than-sixteen-characters', 'discarded' FROM almanac.jobs WHERE key = 'recent'",
+        )
+        .await
+        .unwrap();
+    let (code, out, _) = almanac(&db, &["jobs", "--task", "fixture-permanent"]);
+    assert_eq!(code, 0);
+    let at = |line: &str| [" STATUS", " failed", " discarded", " done"].iter().find_map(|s| line.find(s));
+    let columns: Vec<Option<usize>> = out.lines().map(at).collect();
+    assert!(columns.len() >= 4 && columns.iter().all(|c| *c == columns[0] && c.is_some()), "{out}");
     db.counts_agree().await;
 }
 

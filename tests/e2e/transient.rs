@@ -45,6 +45,12 @@ async fn deadlocks_between_workers_never_fail_a_job_with_one_attempt() {
     assert_eq!(db.count("SELECT count(*) FROM almanac.attempts WHERE kind <> 'transient'").await, 0);
     assert_eq!(db.count("SELECT sum(transients) FROM almanac.jobs").await, deadlocks);
     db.counts_agree().await;
+    // `almanac jobs --attempts` shows an interrupted job's history as what it was.
+    let key: String = db.client.query_one("SELECT key FROM almanac.jobs WHERE transients > 0 LIMIT 1", &[]).await.unwrap().get(0);
+    let (code, out, err) = crate::support::almanac(&db.url, &["jobs", "--task", "daily-points", "--attempts", &key]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.lines().skip(1).all(|l| l.contains(" transient ") && l.contains("database error 40P01: deadlock detected")), "{out}");
+    assert!(out.lines().count() > 1, "{out}");
     eprintln!("{deadlocks} deadlocks over {total} jobs, none failed");
 }
 

@@ -16,33 +16,71 @@ pub struct JobsArgs {
     task: Option<String>,
     #[arg(long, default_value_t = 50)]
     limit: i64,
-    /// One JSON object per job, one per line.
+    /// The attempt history of the jobs keyed KEY (with --task; in every slot): each
+    /// failed attempt, interruption by the database and crash, oldest first.
+    #[arg(long, value_name = "KEY", requires = "task")]
+    attempts: Option<String>,
+    /// One JSON object per job (or attempt), one per line.
     #[arg(long)]
     json: bool,
 }
 
 pub async fn jobs(url: &str, args: JobsArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
-    let rows = operate::jobs(&client, args.status.as_deref(), args.task.as_deref(), args.limit).await?;
-    if !args.json {
-        println!("{:<20} {:<20} {:<16} {:<8} {:>8} {:>7}  {}", "TASK", "SLOT (UTC)", "KEY", "STATUS", "ATTEMPTS", "RETRIES", "LAST ERROR");
+    if let (Some(key), Some(task)) = (&args.attempts, &args.task) {
+        return attempts(&client, task, key, args.limit, args.json).await;
     }
-    for job in rows {
-        if args.json {
+    let rows = operate::jobs(&client, args.status.as_deref(), args.task.as_deref(), args.limit).await?;
+    if args.json {
+        for job in rows {
             println!("{}", serde_json::to_string(&job)?);
-        } else {
-            let error = almanac::text::printable(job.last_error.as_deref().unwrap_or_default()).into_owned();
-            println!(
-                "{:<20} {:<20} {:<16} {:<8} {:>8} {:>7}  {}",
-                job.task,
-                job.slot.format("%Y-%m-%d %H:%M:%S"),
-                almanac::text::printable(&job.key),
-                job.status,
-                job.attempts,
-                job.retries,
-                error
-            );
         }
+        return Ok(ExitCode::SUCCESS);
+    }
+    // As wide as the widest task and key shown, so long ones keep the columns aligned.
+    let keys: Vec<String> = rows.iter().map(|j| almanac::text::printable(&j.key).into_owned()).collect();
+    let task_width = rows.iter().map(|j| j.task.len()).chain([4]).max().unwrap_or(4);
+    let key_width = keys.iter().map(|k| k.chars().count()).chain([3]).max().unwrap_or(3);
+    println!("{:<task_width$} {:<20} {:<key_width$} {:<9} {:>8} {:>7}  {}", "TASK", "SLOT (UTC)", "KEY", "STATUS", "ATTEMPTS", "RETRIES", "LAST ERROR");
+    for (job, key) in rows.iter().zip(&keys) {
+        let error = almanac::text::printable(job.last_error.as_deref().unwrap_or_default()).into_owned();
+        println!(
+            "{:<task_width$} {:<20} {:<key_width$} {:<9} {:>8} {:>7}  {}",
+            job.task,
+            job.slot.format("%Y-%m-%d %H:%M:%S"),
+            key,
+            job.status,
+            job.attempts,
+            job.retries,
+            error
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `almanac jobs --task T --attempts KEY`.
+async fn attempts(client: &tokio_postgres::Client, task: &str, key: &str, limit: i64, json: bool) -> anyhow::Result<ExitCode> {
+    let rows = operate::attempts(client, task, key, None, limit).await?;
+    if json {
+        for attempt in rows {
+            println!("{}", serde_json::to_string(&attempt)?);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!("no recorded attempts of task {task:?} key {:?} (a job done at its first attempt has none)", almanac::text::printable(key));
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{:<20} {:>7} {:<9} {:<20}  {}", "SLOT (UTC)", "ATTEMPT", "KIND", "AT (UTC)", "ERROR");
+    for a in rows {
+        println!(
+            "{:<20} {:>7} {:<9} {:<20}  {}",
+            a.slot.format("%Y-%m-%d %H:%M:%S"),
+            a.attempt,
+            a.kind,
+            a.failed_at.format("%Y-%m-%d %H:%M:%S"),
+            almanac::text::printable(&a.error)
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@ const RUNNING: &str = include_str!("running.sql");
 const JOBS: &str = include_str!("jobs.sql");
 const RETRY: &str = include_str!("retry.sql");
 const DISCARD: &str = include_str!("discard.sql");
+const ATTEMPTS: &str = include_str!("attempts.sql");
 
 /// Pending jobs locked by a worker right now, per task.
 pub async fn running(client: &Client) -> Result<HashMap<String, i64>, tokio_postgres::Error> {
@@ -66,4 +67,25 @@ pub async fn discard(
     reason: &str,
 ) -> Result<i64, tokio_postgres::Error> {
     Ok(client.one(DISCARD, &[&task, &slot, &key, &origin, &reason]).await?.get(0))
+}
+
+/// One recorded attempt of a job.
+#[derive(Debug, Clone, Serialize)]
+pub struct AttemptRow {
+    pub slot: DateTime<Utc>,
+    pub attempt: i32,
+    /// `error`, `transient` or `crash`.
+    pub kind: String,
+    pub failed_at: DateTime<Utc>,
+    pub error: String,
+}
+
+/// The attempt history of `task`'s jobs keyed `key` (in `slot`, or in every slot).
+pub async fn attempts(client: &Client, task: &str, key: &str, slot: Option<DateTime<Utc>>, limit: i64) -> Result<Vec<AttemptRow>, tokio_postgres::Error> {
+    Ok(client
+        .rows(ATTEMPTS, &[&task, &key, &slot, &limit])
+        .await?
+        .iter()
+        .map(|r| AttemptRow { slot: r.get(0), attempt: r.get(1), kind: r.get(2), failed_at: r.get(3), error: r.get(4) })
+        .collect())
 }
