@@ -32,6 +32,16 @@ async fn a_dry_run_shows_every_statement_and_keeps_nothing_without_commit() {
     assert!(out.contains("outcome: ok (the job would be done) in") && out.contains("rolled back: nothing was kept"), "{out}");
     assert_eq!(state(&db).await, before, "a dry run without --commit left something behind");
 
+    // An on-demand task has no plan: said, rather than an empty list of keys.
+    let on_demand = plugin_dir(&["fixture_settings"]);
+    let settings = files.path().join("on-demand.toml");
+    std::fs::write(&settings, "[tasks.fixture-settings.settings]\napi-key = \"k\"\n").unwrap();
+    let (code, out, err) = almanac(&[
+        "plan", "fixture-settings", "--slot", "2026-03-08T00:00:00Z", "--plugins", &on_demand.path().display().to_string(), "--config", &settings.display().to_string(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("task \"fixture-settings\" runs on demand: it has no schedule, so nothing plans its jobs") && !out.contains("keys ("), "{out}{err}");
+
     let (code, out, _) = almanac(&["plan", "daily-points", "--slot", "2026-03-08", "--limit", "2", "--plugins", &dir]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("plugin SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2  [-9223372036854775808, 2]\n      -> 2 row(s)"), "{out}");

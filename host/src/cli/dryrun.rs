@@ -62,6 +62,14 @@ pub async fn run(url: &str, data_dir: &std::path::Path, args: TryArgs) -> anyhow
 
 pub async fn plan(url: &str, data_dir: &std::path::Path, args: PlanArgs) -> anyhow::Result<ExitCode> {
     let (pool, logins, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
+    // Its `plan` is never called: an empty list of keys would say the wrong thing.
+    if plugin.spec.schedule.is_none() {
+        anyhow::bail!(
+            "task {name:?} runs on demand: it has no schedule, so nothing plans its jobs; they come from enqueues \
+             (almanac enqueue, or almanac.enqueue from your application). Try one job with: almanac try {name} --key KEY",
+            name = plugin.name()
+        );
+    }
     let tried = dryrun::plan((&pool, &logins), &runtime, &plugin, slot, args.limit, args.source.commit).await?;
     println!("plan {} slot {} (at most {} keys)", plugin.name(), slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true), args.limit);
     Ok(report(&tried, Some(args.limit)))
