@@ -136,3 +136,37 @@ async fn a_host_killed_during_a_week_long_catch_up_resumes_without_gaps() {
     assert_eq!(db.count("SELECT count(*) FROM almanac.slots WHERE jobs <> 1").await, 0, "each slot generated once");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, db.count("SELECT count(*) FROM almanac.slots").await);
 }
+
+/// `start_at` makes a new schedule's cursor; at every later start the cursor has moved
+/// past it, and that is no news. A start_at other than the one the schedule was made
+/// with is: it does not move an existing cursor, and the host says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn start_at_warns_only_when_it_is_not_the_one_the_schedule_was_made_with() {
+    let db = TestDb::new().await;
+    db.accounts(3).await;
+    let day = |ago: i64| (Utc::now() - chrono::Duration::days(ago)).format("%Y-%m-%d").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let config = |start_at: &str| {
+        let path = dir.path().join(format!("almanac-{start_at}.toml"));
+        std::fs::write(&path, format!("[tasks.daily-points]\nstart_at = \"{start_at}\"\n")).unwrap();
+        path.display().to_string()
+    };
+    let (made, other) = (config(&day(3)), config(&day(5)));
+    let plugins = plugin_dir(&["daily_points"]);
+    const WARNING: &str = "applies to a new schedule only";
+    let (db, plugins) = (&db, &plugins);
+    let start = |config: String| async move {
+        let mut host = HostProc::spawn(db, plugins.path(), &["--config", &config]);
+        host.wait_log("plugin loaded", Duration::from_secs(30)).await;
+        host.stop().await;
+        host.log()
+    };
+    let first = start(made.clone()).await;
+    assert!(first.contains("schedule registered") && !first.contains(WARNING), "{first}");
+    // The cursor has moved past the start_at (three days were generated).
+    db.wait_count("SELECT count(*) FROM almanac.slots WHERE task = 'daily-points'", 3, Duration::from_secs(30)).await;
+    let again = start(made).await;
+    assert!(!again.contains(WARNING), "{again}");
+    let moved = start(other).await;
+    assert!(moved.contains(WARNING), "{moved}");
+}

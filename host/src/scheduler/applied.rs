@@ -26,6 +26,7 @@ const APPLY_SCHEDULE: &str = include_str!("apply_schedule.sql");
 const RECORD_CHANGE: &str = include_str!("record_change.sql");
 const CHANGES_SINCE: &str = include_str!("changes_since.sql");
 const LAST_CHANGE: &str = include_str!("last_change.sql");
+const REGISTERED_CURSOR: &str = include_str!("registered_cursor.sql");
 const LAST_PERIOD: &str = include_str!("last_period.sql");
 const FORGOTTEN_PERIOD: &str = include_str!("forgotten_period.sql");
 const ADOPT_SETTINGS: &str = include_str!("adopt_settings.sql");
@@ -201,7 +202,13 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
             ),
         }));
     }
-    if let Some(start_at) = settings.start_at.filter(|s| *s != cursor) {
+    // The start_at that made this schedule is behind its cursor at every later start; only
+    // one other than that is worth a word.
+    let registered: Option<DateTime<Utc>> = match settings.start_at {
+        Some(_) => client.opt(REGISTERED_CURSOR, &[&spec.name]).await?.and_then(|r| r.get(0)),
+        None => None,
+    };
+    if let Some(start_at) = settings.start_at.filter(|s| *s != cursor && Some(*s) != registered) {
         tracing::warn!(
             task = %spec.name,
             "start_at {start_at} applies to a new schedule only; this one exists (cursor {cursor}): `almanac cursor {} --to ...` moves it",
