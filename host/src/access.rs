@@ -122,6 +122,8 @@ pub enum AccessError {
     Grant { privileges: String, table: String, role: String, reason: String },
     #[error("setup statement {statement:?} failed as role {role}: {reason}")]
     Setup { statement: String, role: String, reason: String },
+    #[error("cannot take the setup lock: {0}")]
+    Lock(String),
     #[error(transparent)]
     Db(#[from] tokio_postgres::Error),
 }
@@ -280,5 +282,39 @@ mod tests {
         let long_b = role_name(&format!("{}b", "a".repeat(63)));
         assert!(long_a.len() <= 63 && long_b.len() <= 63);
         assert_ne!(long_a, long_b);
+    }
+}
+
+/// Held while one plugin's setup runs anywhere: from the right to create tables given,
+/// through its setup, to that right taken back, so no other host's setup or grants come
+/// between (one host's grants once took the right back while another's setup ran).
+/// A row lock on a host table, in a transaction of a connection of its own: no plugin can
+/// take or hold it (an advisory lock's key is anyone's), and it works through a
+/// transaction pooler. A lock never released (the host dies) ends with its connection.
+pub struct SetupLock {
+    conn: Option<deadpool_postgres::Object>,
+}
+
+impl SetupLock {
+    pub async fn take(pool: &deadpool_postgres::Pool) -> Result<SetupLock, AccessError> {
+        let conn = pool.get().await.map_err(|e| AccessError::Lock(e.to_string()))?;
+        conn.batch_execute("BEGIN; SELECT 1 FROM almanac.setup_lock FOR UPDATE").await?;
+        Ok(SetupLock { conn: Some(conn) })
+    }
+
+    pub async fn release(mut self) -> Result<(), AccessError> {
+        if let Some(conn) = self.conn.take() {
+            conn.batch_execute("COMMIT").await?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for SetupLock {
+    fn drop(&mut self) {
+        // Released on an error path: the connection goes, its transaction with it.
+        if let Some(conn) = self.conn.take() {
+            drop(deadpool_postgres::Object::take(conn));
+        }
     }
 }

@@ -29,8 +29,6 @@ const RETRY: Duration = Duration::from_secs(2);
 /// How often a host that refused a file for disagreeing with its task's stored schedule
 /// looks whether the schedule changed (one small query).
 const FOLLOW_APPLY: Duration = Duration::from_secs(5);
-/// Key of the advisory lock plugin setup SQL runs under.
-const SETUP_LOCK: i64 = 0x616c_6d61_6e61_64;
 
 /// Why a plugin file is not serving (the version before it, if any, still is).
 #[derive(Debug, thiserror::Error)]
@@ -320,12 +318,13 @@ async fn install(
     register: Option<&str>,
 ) -> anyhow::Result<()> {
     let spec = &plugin.spec;
+    let pool = Object::pool(conn).context("a host connection outside its pool")?;
+    let lock = access::SetupLock::take(&pool).await?;
     open_login(conn, plugin, policy, false).await?;
     if !spec.setup.is_empty() {
         let setup = async {
             let mut session = logins.get(plugin.name()).await?;
             let setup = session.transaction().await?;
-            setup.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
             access::run_setup(&*setup, &spec.role, &spec.setup).await?;
             setup.commit().await?;
             session.batch_execute(crate::login::CLEAN).await?;
@@ -344,7 +343,6 @@ async fn install(
         }
     }
     let tx = conn.transaction().await?;
-    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
     access::grant(&*tx, &spec.role, &spec.tables).await?;
     tx.exec(
         "INSERT INTO almanac.plugins (name, digest, version) VALUES ($1, $2, $3)
@@ -361,6 +359,7 @@ async fn install(
         }
     }
     tx.commit().await?;
+    lock.release().await?;
     Ok(())
 }
 
@@ -379,20 +378,20 @@ async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
 /// plugin's role as a login, the right to run its setup, and grants of the declared
 /// tables that exist already (roles are cluster-wide, and a session can only log in as
 /// a committed role). The setup itself runs in the dry run's own transaction
-/// ([`dry_setup`]), rolled back with it.
+/// ([`dry_setup`]), rolled back with it. The caller holds an [`access::SetupLock`] from
+/// here to [`finish_login`].
 pub async fn prepare_login(client: &mut Object, plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
     open_login(client, plugin, policy, true).await
 }
 
-/// Committed before a plugin's session can open: its setup checked, its role, its login
-/// (under the setup lock), with `grant_existing` grants of the declared tables that
+/// Committed before a plugin's session can open (under the setup lock the caller holds):
+/// its setup checked, its role, its login, with `grant_existing` grants of the declared tables that
 /// exist already, and the right to create tables for its setup.
 async fn open_login(conn: &mut Object, plugin: &Plugin, policy: &Policy, grant_existing: bool) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     check_setup(plugin, policy).await?;
     access::ensure_role(&***conn, &spec.role).await?;
     let tx = conn.transaction().await?;
-    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&SETUP_LOCK]).await?;
     crate::login::ensure(&*tx, plugin.name(), &spec.role, false).await?;
     if grant_existing {
         // Before open_setup: a grant revokes what the role held on schemas first.

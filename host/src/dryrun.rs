@@ -117,22 +117,27 @@ where
     Fut: std::future::Future<Output = (Result<Vec<String>, String>, Trace)>,
 {
     let mut host = pool.get().await?;
+    // From the right to create tables given to it taken back, no other setup comes
+    // between; the dry run's call runs after, in the same open transaction.
+    let lock = crate::access::SetupLock::take(pool).await?;
     crate::catalog::prepare_login(&mut host, plugin, &runtime.policy).await.map_err(|e| e.context(format!("setting up {}", plugin.name())))?;
-    let tried = async {
+    let conn = async {
         let conn = Arc::new(logins.get(plugin.name()).await?);
         conn.batch_execute("BEGIN").await?;
         if let Err(e) = crate::catalog::dry_setup(&***conn, plugin).await {
             conn.batch_execute("ROLLBACK").await?;
             return Err(e.context(format!("setting up {}", plugin.name())));
         }
-        let started = Instant::now();
-        let (outcome, trace) = call(conn.clone()).await;
-        let elapsed = started.elapsed();
-        let committed = commit && outcome.is_ok();
-        conn.batch_execute(if committed { "COMMIT" } else { "ROLLBACK" }).await?;
-        Ok(Tried { trace, outcome, elapsed, committed })
+        anyhow::Ok(conn)
     }
     .await;
     crate::catalog::finish_login(&mut host, plugin).await?;
-    tried
+    lock.release().await?;
+    let conn = conn?;
+    let started = Instant::now();
+    let (outcome, trace) = call(conn.clone()).await;
+    let elapsed = started.elapsed();
+    let committed = commit && outcome.is_ok();
+    conn.batch_execute(if committed { "COMMIT" } else { "ROLLBACK" }).await?;
+    Ok(Tried { trace, outcome, elapsed, committed })
 }

@@ -303,7 +303,7 @@ async fn a_job_that_kills_its_host_is_failed_after_three_crashes_and_its_batch_s
     let row = db.client.query_one("SELECT status, crashes, attempts, last_error FROM almanac.jobs WHERE key = 'poison'", &[]).await.unwrap();
     let (status, crashes, attempts, error): (String, i32, i32, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
     assert_eq!((status.as_str(), crashes, attempts), ("failed", 3, 4));
-    assert!(error.starts_with("not run again: the host running it ended 3 times before the job did (last: the host running it ended before the job did ("), "{error}");
+    assert!(error.starts_with("not run again: the host or the database server running it ended 3 times before the job did (last: the host running it ended before the job did ("), "{error}");
     let crash_attempts = db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'poison' AND error LIKE 'the host running it ended before the job did%'").await;
     assert_eq!(crash_attempts, 3, "each crash while it ran alone is an attempt");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'daily-points' AND status = 'done'").await, 3, "the other task's jobs ran");

@@ -28,3 +28,4 @@ mod tls;
 mod reliability;
 mod transient;
 mod failover;
+mod server_crash;

@@ -6,9 +6,10 @@
 //! shape).
 //!
 //! The record is written by one task per host on a connection of its own, for all
-//! workers at once (their requests are sent together and committed with
-//! `synchronous_commit = off`: a host that dies does not take the server's WAL buffer
-//! with it), so a batch waits one round trip for it.
+//! workers at once (their requests are sent together, one commit for all), so a batch
+//! waits one round trip and one WAL flush for it. The flush is what lets a job that
+//! crashes the database server be counted: crash recovery keeps only flushed WAL, and a
+//! plugin can kill its backend within the WAL writer's 200 ms.
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use futures_util::future::try_join_all;
@@ -20,20 +21,12 @@ use crate::db::Sql;
 const RECORD_CLAIM: &str = include_str!("record_claim.sql");
 const SWEEP_CLAIMS: &str = include_str!("sweep_claims.sql");
 const INTERRUPTED: &str = include_str!("interrupted_claim.sql");
-const INCARNATION: &str = "SELECT almanac.server_incarnation()";
-/// Whether claims are kept. A claim names the server session running the job; through a
-/// transaction pooler a client has no session of its own (its transactions land on
-/// shared server connections, which outlive it), so a crash cannot be told from a claim
-/// there, and a sweep keyed by a shared backend would wait on live jobs' locks. Through a
-/// pooler, jobs that crash their host are retried without being counted as crashes.
-fn tracked() -> bool {
-    !crate::db::pooled()
-}
-
-const WHO: &str = "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
+pub const WHO: &str = "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
 
 /// A server connection, as pg_stat_activity names it: a backend's pid is reused, its
-/// start time with it is not.
+/// start time with it is not. Through a transaction pooler a client has no backend of
+/// its own: a batch's is the one its transaction runs on ([`WHO`] read inside it), which
+/// the pooler closes when the client goes away mid-transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Backend {
     pub pid: i32,
@@ -84,9 +77,6 @@ impl Recorder {
 
     /// Commit that `backend` holds `jobs` from now on.
     pub async fn record(&self, backend: Backend, jobs: Vec<Held>) -> Result<(), RecordError> {
-        if !tracked() {
-            return Ok(());
-        }
         let (done, answer) = oneshot::channel();
         self.requests.send(Request { backend, jobs, done }).map_err(|_| RecordError("the host is shutting down".into()))?;
         answer.await.map_err(|_| RecordError("the host is shutting down".into()))?.map_err(RecordError)
@@ -94,8 +84,7 @@ impl Recorder {
 }
 
 async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<Request>, shutdown: CancellationToken) {
-    // The connection, and the run of the server it is on.
-    let mut conn: Option<(Object, String)> = None;
+    let mut conn: Option<Object> = None;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -104,13 +93,13 @@ async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<R
         if conn.is_none() {
             conn = open(&pool, &shutdown).await;
         }
-        let Some((client, incarnation)) = &conn else {
+        let Some(client) = &conn else {
             for request in batch {
                 let _ = request.done.send(Err("the host is shutting down".into()));
             }
             return;
         };
-        match write(client, &host, incarnation, &batch).await {
+        match write(client, &host, &batch).await {
             Ok(()) => batch.into_iter().for_each(|r| drop(r.done.send(Ok(())))),
             Err(e) => {
                 let why = crate::db::error_chain(&e);
@@ -122,24 +111,13 @@ async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<R
     }
 }
 
-/// A connection for the recorder, and the run of the server it is on; None when the
-/// host is shutting down.
-async fn open(pool: &Pool, shutdown: &CancellationToken) -> Option<(Object, String)> {
-    loop {
-        let conn = crate::db::connect(pool, shutdown).await.ok()?;
-        match conn.one(INCARNATION, &[]).await {
-            Ok(row) => return Some((conn, row.get(0))),
-            Err(e) => {
-                tracing::warn!("could not read the server's run for claims: {}", crate::db::error_chain(&e));
-                drop(Object::take(conn));
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-        }
-    }
+/// A connection for the recorder; None when the host is shutting down.
+async fn open(pool: &Pool, shutdown: &CancellationToken) -> Option<Object> {
+    crate::db::connect(pool, shutdown).await.ok()
 }
 
 /// Every request of `batch` in one transaction, sent together.
-async fn write(conn: &Object, host: &str, incarnation: &String, batch: &[Request]) -> Result<(), tokio_postgres::Error> {
+async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio_postgres::Error> {
     let statement = crate::db::Prepared::on(conn, RECORD_CLAIM).await?;
     let rows: Vec<_> = batch
         .iter()
@@ -151,15 +129,11 @@ async fn write(conn: &Object, host: &str, incarnation: &String, batch: &[Request
             (r.backend, tasks, slots, keys, attempts)
         })
         .collect();
-    let params: Vec<[&dyn crate::db::Param; 8]> = rows
-        .iter()
-        .map(|(b, tasks, slots, keys, attempts)| {
-            [&b.pid as _, &b.started as _, &host as _, tasks as _, slots as _, keys as _, attempts as _, incarnation as _]
-        })
-        .collect();
+    let params: Vec<[&dyn crate::db::Param; 7]> =
+        rows.iter().map(|(b, tasks, slots, keys, attempts)| [&b.pid as _, &b.started as _, &host as _, tasks as _, slots as _, keys as _, attempts as _]).collect();
     let inserts = params.iter().map(|p| statement.exec(conn, p));
     let (begin, inserted, commit) = futures_util::join!(
-        conn.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
+        conn.batch_execute("BEGIN; SET LOCAL synchronous_commit = local"),
         try_join_all(inserts),
         conn.batch_execute("COMMIT")
     );
@@ -175,9 +149,6 @@ async fn write(conn: &Object, host: &str, incarnation: &String, batch: &[Request
 /// lost connection, and lives on): its orphan is an interruption, not a crash. Best
 /// effort: a sweep that reached the orphan first counted it already.
 pub async fn interrupted(pool: &Pool, backend: Backend) {
-    if !tracked() {
-        return;
-    }
     let marked = async { pool.get().await.map_err(|e| e.to_string())?.exec(INTERRUPTED, &[&backend.pid, &backend.started]).await.map_err(|e| crate::db::error_chain(&e)) };
     if let Err(e) = marked.await {
         tracing::debug!("could not mark an interrupted claim: {e}");
@@ -189,35 +160,47 @@ pub async fn interrupted(pool: &Pool, backend: Backend) {
 pub struct Swept {
     /// Orphaned claim rows taken.
     pub orphans: i64,
-    /// Jobs that ended with their host while claimed alone: a crash and an attempt each.
+    /// Jobs that ended with their host, or with the database server, while running
+    /// alone: a crash and an attempt each.
     pub crashed: i64,
-    /// Jobs of a larger batch that ended with their host: marked to run alone.
+    /// Other jobs that ended with their host or the database server: marked to run alone.
     pub marked: i64,
     /// Jobs the database went away under (a server restart, a failover, a dropped
     /// connection): counted on their own budget, never as crashes.
     pub interrupted: i64,
+    /// When the sweep began, by the server's clock.
+    pub began: DateTime<Utc>,
 }
 
 /// Take every orphaned claim and count what it says on the jobs.
 /// `budget`: interruptions a job may have before it fails (`Options::transient_retries`).
 pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i32) -> Result<Swept, tokio_postgres::Error> {
     let row = conn.one(SWEEP_CLAIMS, &[&budget]).await?;
-    Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2), interrupted: row.get(3) })
+    Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2), interrupted: row.get(3), began: row.get(4) })
 }
 
-/// One sweep at a time per host ([`sweep_once`]).
-pub type SweepGate = std::sync::Arc<tokio::sync::Mutex<()>>;
+/// One sweep at a time per host, and when the last one began (by the server's clock).
+///
+/// One at a time: a sweep waits for a job another batch holds, on a pooled connection,
+/// and that batch waits for its claim to be recorded on a pooled connection too; after a
+/// failover every worker swept at once, and the sweeps held the whole pool, stalling
+/// hosts for the pool's wait timeout (a minute).
+pub type SweepGate = std::sync::Arc<tokio::sync::Mutex<Option<DateTime<Utc>>>>;
 
-/// Sweep once, saying what was found. One sweep at a time per host (`gate`): a sweep
-/// waits for a job another batch holds, on a pooled connection, and that batch waits for
-/// its claim to be recorded on a pooled connection too; after a failover every worker
-/// swept at once, and the sweeps held the whole pool, stalling hosts for the pool's wait
-/// timeout (a minute).
+/// Sweep once, saying what was found.
 pub async fn sweep_once(pool: &Pool, budget: i32, gate: &SweepGate, shutdown: &CancellationToken) {
-    if !tracked() {
+    sweep_since(pool, budget, gate, None, shutdown).await
+}
+
+/// Sweep unless a sweep began after `since` (a backend's start). A worker on a backend
+/// younger than the last sweep sweeps before it claims: after a server crash every
+/// backend is new, and a job the crash orphaned must be marked before anyone claims it
+/// again, or a job that kills the server runs again as if nothing happened.
+pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Option<DateTime<Utc>>, shutdown: &CancellationToken) {
+    let mut last = gate.lock().await;
+    if since.is_some_and(|since| last.is_some_and(|began| began > since)) {
         return;
     }
-    let _one = gate.lock().await;
     // A pooled connection from before a server restart may only now turn out dead: the
     // next one is fresh. A sweep that gave up here would let the orphans' jobs be
     // claimed and done before any sweep counted them.
@@ -234,12 +217,13 @@ pub async fn sweep_once(pool: &Pool, budget: i32, gate: &SweepGate, shutdown: &C
     };
     match swept {
         Ok(swept) => {
+            *last = Some(swept.began);
             if swept.crashed + swept.marked > 0 {
                 tracing::warn!(
                     crashed = swept.crashed,
                     marked = swept.marked,
-                    "jobs ended with the host running them: counted as crashes (a job claimed alone also as a failed attempt); \
-                     jobs of a larger batch run alone from now on"
+                    "jobs ended with the host or the database server running them: a job that ran alone is counted as a crash and a failed attempt; \
+                     the others run alone from now on"
                 );
             }
             if swept.interrupted > 0 {
@@ -256,9 +240,6 @@ pub async fn sweep_once(pool: &Pool, budget: i32, gate: &SweepGate, shutdown: &C
 /// Sweep every `every` until `shutdown` (the executor sweeps once itself before its
 /// workers claim anything, so a host restarting after a crash counts it first).
 pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budget: i32, gate: SweepGate, shutdown: CancellationToken) {
-    if !tracked() {
-        return;
-    }
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

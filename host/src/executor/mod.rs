@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
-use futures_util::future::{try_join3, try_join4};
+use futures_util::future::try_join4;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -38,6 +38,7 @@ const CLAIM: &str = include_str!("claim.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
 const CLAIM_ONE: &str = include_str!("claim_one.sql");
 const UNCLAIM: &str = include_str!("unclaim.sql");
+const ALONE: &str = include_str!("alone.sql");
 /// Ends a batch's transaction, and what its jobs left on the session ([`crate::login::CLEAN`]).
 static COMMIT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("COMMIT; {}", crate::login::CLEAN));
 
@@ -223,7 +224,7 @@ impl Worker {
                 session = None;
             }
             if session.is_none() {
-                match self.open(&task).await {
+                match self.open(&task, &shutdown).await {
                     Ok(opened) => session = Some(opened),
                     Err(e) => {
                         tracing::warn!(worker = self.id, task = %task, "cannot open a session of the task's login, retrying: {e}");
@@ -236,12 +237,12 @@ impl Worker {
                     }
                 }
             }
-            let Some(current) = &session else { continue };
+            let Some(current) = &mut session else { continue };
             let claim = match &one {
                 Some((_, slot, key)) => Claim::One(*slot, key),
                 None => Claim::Due,
             };
-            let result = run_batch(&current.conn, current.backend, &self.context, &task, claim, &mut slots).await;
+            let result = run_batch(&current.conn, &mut current.backend, &self.context, &task, claim, &mut slots).await;
             if let Ok(outcome) = &result {
                 if one.is_some() {
                     alone.pop_front();
@@ -284,9 +285,11 @@ impl Worker {
         }
     }
 
-    async fn open(&self, task: &str) -> Result<Session, String> {
+    async fn open(&self, task: &str, shutdown: &CancellationToken) -> Result<Session, String> {
         let conn = self.context.logins.get(task).await.map_err(|e| e.to_string())?;
         let backend = claims::Backend::of(&conn).await.map_err(|e| crate::db::error_chain(&e))?;
+        let options = &self.context.options;
+        claims::sweep_since(&self.pool, options.transient_retries, &self.context.sweeping, Some(backend.started), shutdown).await;
         Ok(Session { task: task.to_owned(), conn: Arc::new(conn), backend })
     }
 }
@@ -341,7 +344,7 @@ pub enum BatchError {
 /// transaction never commits.
 pub async fn run_batch(
     conn: &Arc<Object>,
-    backend: claims::Backend,
+    backend: &mut claims::Backend,
     context: &Context,
     task: &str,
     claim: Claim<'_>,
@@ -370,7 +373,17 @@ pub async fn run_batch(
             Claim::One(slot, key) => claim_one.rows(conn, &[&slot, &key, &digest]).await,
         }
     };
-    let (_, rows, _) = try_join3(conn.batch_execute("BEGIN"), claimed, conn.batch_execute("SAVEPOINT job")).await?;
+    // Through a transaction pooler the batch's backend is the one its transaction runs on.
+    let who = async {
+        match crate::db::pooled() {
+            true => claims::Backend::of(conn).await.map(Some),
+            false => Ok(None),
+        }
+    };
+    let (_, rows, ran_on, _) = try_join4(conn.batch_execute("BEGIN"), claimed, who, conn.batch_execute("SAVEPOINT job")).await?;
+    if let Some(ran_on) = ran_on {
+        *backend = ran_on;
+    }
     outcome.claimed = rows.len();
     let mut rows: Vec<Claimed> = rows.iter().map(Claimed::from).collect();
     // The session is the plugin's, and so is what it answers: a plugin that replaced the
@@ -387,6 +400,19 @@ pub async fn run_batch(
         unclaim.exec(conn, &[&row.slot, &row.key, &row.last_error, &row.digest]).await?;
     }
     outcome.alone = alone.into_iter().map(|r| (r.task, r.slot, r.key)).collect();
+    // A job a crash marked runs alone across all hosts too: a server crash while it runs
+    // is then its own (sweep_claims.sql). Another one running, it waits a second.
+    if let [row] = rows.as_slice() {
+        if row.crashes > 0 && row.crashes < options.poison_after {
+            let gate = Prepared::on(conn, ALONE).await?;
+            let open: bool = gate.rows(conn, &[&row.slot, &row.key, &row.last_error, &row.digest]).await?.first().is_some_and(|r| r.get(0));
+            if !open {
+                conn.batch_execute(&COMMIT).await?;
+                outcome.claimed = 0;
+                return Ok(outcome);
+            }
+        }
+    }
     let Some(plugin) = plugin.filter(|_| !rows.is_empty()) else {
         // Nothing to run, or the plugin went away between the choice and the claim:
         // pending again, as they were, for a host that has it.
@@ -395,7 +421,7 @@ pub async fn run_batch(
         return Ok(outcome);
     };
     let held = rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
-    if let Err(e) = context.recorder.record(backend, held).await {
+    if let Err(e) = context.recorder.record(*backend, held).await {
         return Err(BatchError::ConnectionLost(e.to_string()));
     }
     // Invariant at the top of the loop: a savepoint "job" is open and unused.

@@ -52,7 +52,7 @@ const ROLLBACK_JOB: &str = "ROLLBACK TO SAVEPOINT job";
 pub(super) async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::plugin::Plugin, row: &Claimed, follow: Follow) -> Result<JobRun, BatchError> {
     let message = crate::text::clip(
         format!(
-            "not run again: the host running it ended {} times before the job did (last: {})",
+            "not run again: the host or the database server running it ended {} times before the job did (last: {})",
             row.crashes,
             row.last_error.as_deref().unwrap_or("unknown")
         ),

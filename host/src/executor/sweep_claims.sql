@@ -1,40 +1,57 @@
 -- Orphaned claims: rows whose connection is gone. Each is taken once (DELETE), and each
 -- job it lists that is still pending with the attempts it had when claimed ended
--- without an outcome. Why tells what that was:
--- - the server went away under it (the claim was made on another run of the server: a
---   crash, a restart, a failover), or its host saw the database drop the connection
---   (`interrupted`): an interruption, counted on the job's own budget ($1 transients
---   before it fails) and never as a crash or an attempt;
--- - else its host (or the host's connection) ended: claimed alone, that is a crash and
---   a failed attempt; claimed in a batch, the job is marked (crashes >= 1) so it runs
---   alone from now on.
+-- without an outcome. Why tells what that was (almanac.server_incarnation() is a token
+-- crash recovery empties, then the postmaster's start):
+-- - `restart`: made on another postmaster (a restart, a failover), or its host saw the
+--   database drop the connection while the server ran on (`dropped`): an interruption,
+--   counted on the job's own budget ($1 transients before it fails) and never as a
+--   crash or an attempt;
+-- - `server`: the same postmaster, another token: the server crashed (a backend died,
+--   and PostgreSQL restarted every session). A suspect (crashes >= 1) runs alone
+--   across all hosts (almanac_job.alone), so a crash under it is its own: a crash and
+--   a failed attempt; any other job is marked (crashes >= 1) to run alone from now on;
+-- - `host`: its host (or the host's connection) ended: claimed alone, that is a crash
+--   and a failed attempt; claimed in a batch, the job is marked to run alone.
 -- Each is recorded in the attempt history as what it was. A job another host is
 -- running now is waited for, so nothing is lost.
 WITH server AS (
-    SELECT almanac.server_incarnation() AS incarnation
+    SELECT i AS incarnation, substr(i, strpos(i, ' ') + 1) AS postmaster FROM almanac.server_incarnation() i
 ), orphaned AS (
     DELETE FROM ONLY almanac.claims c
     WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.pid AND a.backend_start = c.backend_start)
     RETURNING c.host, c.claimed_at, c.tasks, c.slots, c.keys, c.attempts,
-              c.interrupted OR coalesce(c.incarnation <> (SELECT incarnation FROM server), false) AS interrupted
+              CASE WHEN c.incarnation IS NOT NULL AND substr(c.incarnation, strpos(c.incarnation, ' ') + 1) <> (SELECT postmaster FROM server) THEN 'restart'
+                   WHEN c.incarnation IS NOT NULL AND c.incarnation <> (SELECT incarnation FROM server) THEN 'server'
+                   WHEN c.interrupted THEN 'restart'
+                   ELSE 'host' END AS why
 ), listed AS (
-    SELECT o.host, o.claimed_at, cardinality(o.keys) = 1 AS alone, o.interrupted, k.task, k.slot, k.key, k.attempts
+    SELECT o.host, o.claimed_at, cardinality(o.keys) = 1 AS alone, o.why, k.task, k.slot, k.key, k.attempts
     FROM orphaned o, unnest(o.tasks, o.slots, o.keys, o.attempts) AS k(task, slot, key, attempts)
+), judged AS (
+    -- counted: a crash and a failed attempt; interrupted: on the transient budget;
+    -- else the job is only marked to run alone.
+    SELECT l.*, j.crashes, j.transients,
+           (l.why = 'host' AND l.alone) OR (l.why = 'server' AND j.crashes >= 1) AS counted,
+           l.why = 'restart' AS interrupted
+    FROM listed l JOIN almanac.jobs j ON (j.task, j.slot, j.key) = (l.task, l.slot, l.key)
+    WHERE j.status = 'pending' AND j.attempts = l.attempts
 ), hit AS (
     UPDATE almanac.jobs j
-    SET crashes = CASE WHEN l.interrupted THEN j.crashes WHEN l.alone THEN j.crashes + 1 ELSE greatest(j.crashes, 1) END,
-        attempts = j.attempts + (l.alone AND NOT l.interrupted)::int,
+    SET crashes = CASE WHEN l.interrupted THEN j.crashes WHEN l.counted THEN j.crashes + 1 ELSE greatest(j.crashes, 1) END,
+        attempts = j.attempts + l.counted::int,
         transients = j.transients + l.interrupted::int,
         status = CASE WHEN l.interrupted AND j.transients + 1 > $1 THEN 'failed' ELSE j.status END,
         completed_at = CASE WHEN l.interrupted AND j.transients + 1 > $1 THEN now() END,
         last_error = CASE
             WHEN l.interrupted THEN format('interrupted: the database server or the connection went away while the job ran (%s, claimed at %s)', l.host, l.claimed_at)
-            WHEN l.alone THEN format('the host running it ended before the job did (%s, claimed at %s)', l.host, l.claimed_at)
+            WHEN l.why = 'server' AND l.counted THEN format('the database server crashed while the job ran alone (%s, claimed at %s)', l.host, l.claimed_at)
+            WHEN l.why = 'server' THEN format('the database server crashed while the job ran (%s, claimed at %s); it runs alone from now on', l.host, l.claimed_at)
+            WHEN l.counted THEN format('the host running it ended before the job did (%s, claimed at %s)', l.host, l.claimed_at)
             ELSE j.last_error END
-    FROM listed l
+    FROM judged l
     WHERE (j.task, j.slot, j.key) = (l.task, l.slot, l.key)
       AND j.status = 'pending' AND j.attempts = l.attempts
-    RETURNING j.task, j.slot, j.key, j.attempts, j.last_error, j.plugin_digest, j.status, l.alone, l.interrupted
+    RETURNING j.task, j.slot, j.key, j.attempts, j.last_error, j.plugin_digest, j.status, l.counted, l.interrupted
 ), counted AS (
     INSERT INTO almanac.job_counts (task, month, pending, failed)
     SELECT h.task, date_trunc('month', h.slot, 'UTC'), -count(*), count(*) FROM hit h WHERE h.status = 'failed' GROUP BY 1, 2
@@ -42,10 +59,11 @@ WITH server AS (
     INSERT INTO almanac.attempts (task, slot, key, attempt, error, plugin_digest, kind)
     SELECT task, slot, key, CASE WHEN interrupted THEN attempts + 1 ELSE attempts END, last_error, plugin_digest,
            CASE WHEN interrupted THEN 'transient' ELSE 'crash' END
-    FROM hit WHERE alone OR interrupted
+    FROM hit WHERE counted OR interrupted
 )
 SELECT (SELECT count(*) FROM orphaned),
-       count(*) FILTER (WHERE alone AND NOT interrupted),
-       count(*) FILTER (WHERE NOT alone AND NOT interrupted),
-       count(*) FILTER (WHERE interrupted)
+       count(*) FILTER (WHERE counted),
+       count(*) FILTER (WHERE NOT counted AND NOT interrupted),
+       count(*) FILTER (WHERE interrupted),
+       statement_timestamp()
 FROM hit

@@ -15,6 +15,7 @@ use tokio_postgres::{Client, NoTls};
 
 pub mod certs;
 pub mod failover;
+pub mod memcg;
 pub mod private;
 pub mod proxy;
 pub mod receiver;

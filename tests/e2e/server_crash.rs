@@ -1,0 +1,89 @@
+//! A plugin statement that eats the database server's memory until the kernel kills its
+//! backend crashes the whole server: PostgreSQL restarts every session. Such a job is
+//! counted, run alone across the hosts, and failed after `--poison-after` crashes; the
+//! jobs that were only beside it lose nothing and are not counted against.
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::memcg::MemoryCgroup;
+use crate::support::private::PrivateCluster;
+use crate::support::{plugin_dir, HostProc};
+
+/// Enough for the server's normal work, far from the gigabyte `repeat` asks for.
+const SERVER_MEMORY: u64 = 320 << 20;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_job_that_makes_the_kernel_kill_the_server_is_failed_after_three_crashes() {
+    let pg = PrivateCluster::start(false).await;
+    let postmaster: i32 = std::fs::read_to_string(pg.cluster.data_dir.join("postmaster.pid")).unwrap().lines().next().unwrap().trim().parse().unwrap();
+    let memory = MemoryCgroup::new("almanac-server-crash", SERVER_MEMORY);
+    memory.add(postmaster);
+    let mut db = pg.db().await;
+    db.sleeper(3.0).await;
+    // Innocent jobs that sleep three seconds each, some running when the bomb goes off.
+    let innocents: Vec<String> = (1..=8).map(|i| format!("k{i}")).collect();
+    let keys: Vec<&str> = innocents.iter().map(String::as_str).collect();
+    db.enqueue("fixture-sleeper", "2026-01-01T00:00:00Z", &keys).await;
+    let plugins = plugin_dir(&["fixture_sleeper", "fixture_attacker"]);
+    let args = ["--workers", "3", "--poison-after", "3", "--max-timeout", "60s"];
+    let mut hosts = [HostProc::spawn_url(&pg.url(), plugins.path(), &args, &[]), HostProc::spawn_url(&pg.url(), plugins.path(), &args, &[])];
+    let sleeping = "SELECT (count(*) >= 2)::int::int8 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep(%'";
+    db.wait_count(sleeping, 1, Duration::from_secs(60)).await;
+    let bomb = json!([{"query": "SELECT length(repeat('x', 1000000000))"}]);
+    db.client
+        .execute("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'bomb', $1)", &[&bomb])
+        .await
+        .unwrap();
+    let settled = "SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'";
+    // Each crash drops the test's own session too: reconnect and ask again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(row) = db.client.query_one(settled, &[]).await {
+            if row.get::<_, i64>(0) == 9 {
+                break;
+            }
+        } else if let Ok(client) = tokio_postgres::connect(&pg.cluster.url(crate::support::private::DB), tokio_postgres::NoTls).await {
+            tokio::spawn(client.1);
+            db.client = client.0;
+        }
+        if std::time::Instant::now() > deadline {
+            let state = "SELECT format('%s %s %s %s', j.key, j.status, j.crashes, j.last_error) FROM almanac.jobs j
+                         UNION ALL SELECT format('session %s %s %s %s', pid, usename, state, left(query, 80)) FROM pg_stat_activity WHERE datname IS NOT NULL";
+            let rows: Vec<String> = db.client.query(state, &[]).await.map(|r| r.iter().map(|r| r.get(0)).collect()).unwrap_or_default();
+            panic!("jobs still pending after 3 minutes: {rows:#?}\nhost logs:\n{}\n{}", hosts[0].log(), hosts[1].log());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = std::fs::read_to_string(pg.cluster.data_dir.join("server.log")).unwrap();
+    let crashes = log.matches("was terminated by signal 9").count();
+    let row = db.client.query_one("SELECT status, crashes, last_error FROM almanac.jobs WHERE key = 'bomb'", &[]).await.unwrap();
+    let (status, counted, error): (String, i32, String) = (row.get(0), row.get(1), row.get(2));
+    let spread: Vec<String> = db
+        .client
+        .query("SELECT format('%s %s %s attempt(s) %s crash(es) %s transient(s): %s', key, status, attempts, crashes, transients, last_error) FROM almanac.jobs ORDER BY key", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!((status.as_str(), counted), ("failed", 3), "{spread:#?}");
+    assert_eq!(crashes, 3, "the server crashed once per crash the job was counted; {spread:#?}");
+    assert!(memory.oom_kills() >= 3, "the kernel's OOM killer did it");
+    assert!(
+        error.starts_with("not run again: the host or the database server running it ended 3 times before the job did (last: the database server crashed while the job ran alone ("),
+        "{error}"
+    );
+    let kinds = db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'bomb' AND kind = 'crash' AND error LIKE 'the database server crashed while the job ran alone%'").await;
+    assert_eq!(kinds, 2, "the first crash marks it, the two while it ran alone count");
+    // The jobs beside it: each done once, never counted as an attempt.
+    let innocent = "SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-sleeper' AND status = 'done' AND attempts = 1 AND crashes <= 1";
+    assert_eq!(db.count(innocent).await, 8, "{spread:#?}");
+    assert_eq!(db.count("SELECT count(*) FROM fixture_sleeper_effects WHERE runs = 1").await, 8, "each innocent's effect once");
+    assert!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-sleeper' AND crashes = 1").await > 0, "no innocent ran beside the bomb: the test did not exercise what it tests; {spread:#?}\n{}", hosts[0].log());
+    for host in &mut hosts {
+        assert!(host.is_running(), "log:\n{}", host.log());
+        host.stop().await;
+    }
+    db.counts_agree().await;
+}
