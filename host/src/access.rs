@@ -82,7 +82,9 @@ pub fn schemas_of(tables: &[String]) -> Vec<String> {
 }
 
 /// The database role a task's statements run under. Role names are cluster-wide and at
-/// most 63 bytes; a long task name is shortened and made unique with a digest.
+/// most 63 bytes; a long task name is shortened and made unique with a digest, after a
+/// `.`, which no task name holds: a short task named like a long one's shortened form
+/// (its prefix, `_`, the digest) would otherwise get that task's role and its rights.
 pub fn role_name(task: &str) -> String {
     let name = format!("almanac_task_{task}");
     if name.len() <= 63 {
@@ -90,7 +92,7 @@ pub fn role_name(task: &str) -> String {
     }
     use sha2::Digest;
     let digest = hex::encode(sha2::Sha256::digest(task.as_bytes()));
-    format!("{}_{}", &name[..50], &digest[..12])
+    format!("{}.{}", &name[..50], &digest[..12])
 }
 
 /// A plugin's role, as a call's session uses it.
@@ -261,30 +263,6 @@ pub async fn grant_present(tx: &(impl GenericClient + Sql), role: &str, tables: 
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn declared_table_names_are_checked() {
-        for ok in ["accounts", "points_ledger", "app.audit_2026", "t1"] {
-            assert_eq!(check_table_name(ok), Ok(()), "{ok}");
-        }
-        for bad in ["", "Accounts", "a.b.c", "almanac.jobs", "pg_catalog.pg_authid", "pg_temp.x", "1abc", "a;b", "a b", "\"x\""] {
-            assert!(check_table_name(bad).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn role_names_fit_postgres_and_stay_distinct() {
-        assert_eq!(role_name("daily-points"), "almanac_task_daily-points");
-        let long_a = role_name(&"a".repeat(64));
-        let long_b = role_name(&format!("{}b", "a".repeat(63)));
-        assert!(long_a.len() <= 63 && long_b.len() <= 63);
-        assert_ne!(long_a, long_b);
-    }
-}
-
 /// Held while one plugin's setup runs anywhere: from the right to create tables given,
 /// through its setup, to that right taken back, so no other host's setup or grants come
 /// between (one host's grants once took the right back while another's setup ran).
@@ -316,5 +294,34 @@ impl Drop for SetupLock {
         if let Some(conn) = self.conn.take() {
             drop(deadpool_postgres::Object::take(conn));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_table_names_are_checked() {
+        for ok in ["accounts", "points_ledger", "app.audit_2026", "t1"] {
+            assert_eq!(check_table_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "Accounts", "a.b.c", "almanac.jobs", "pg_catalog.pg_authid", "pg_temp.x", "1abc", "a;b", "a b", "\"x\""] {
+            assert!(check_table_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn role_names_fit_postgres_and_stay_distinct() {
+        assert_eq!(role_name("daily-points"), "almanac_task_daily-points");
+        let long_a = role_name(&"a".repeat(64));
+        let long_b = role_name(&format!("{}b", "a".repeat(63)));
+        assert!(long_a.len() <= 63 && long_b.len() <= 63);
+        assert_ne!(long_a, long_b);
+        // A short task named like a long one's shortened form (its prefix, `_`, the
+        // digest) does not get that task's role.
+        let lookalike = long_a["almanac_task_".len()..].replace('.', "_");
+        assert!(lookalike.len() <= 50);
+        assert_ne!(role_name(&lookalike), long_a);
     }
 }

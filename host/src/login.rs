@@ -72,13 +72,14 @@ pub fn login_name(task: &str, database: &str) -> String {
     if name.len() <= 63 {
         return name;
     }
-    // 14 + 31 + 1 + 8 + 1 + 8 = 63 bytes.
+    // 14 + 31 + 1 + 8 + 1 + 8 = 63 bytes; the digest after a `.`, which no task name
+    // holds, so no short task's login can be named like a long one's (access::role_name).
     let digest = hex::encode(sha2::Sha256::digest(task.as_bytes()));
     let mut cut = 31;
     while !task.is_char_boundary(cut.min(task.len())) {
         cut -= 1;
     }
-    format!("almanac_login_{}_{}_{db}", &task[..cut.min(task.len())], &digest[..8])
+    format!("almanac_login_{}.{}_{db}", &task[..cut.min(task.len())], &digest[..8])
 }
 
 /// Make `task`'s login in this database (a member of `role`, the task's role, alone)
@@ -218,5 +219,10 @@ mod tests {
         }
         assert_ne!(login_name(&"a".repeat(64), "db"), login_name(&format!("{}b", "a".repeat(63)), "db"));
         assert_ne!(login_name("t", "one"), login_name("t", "two"), "per database");
+        // A short task named like a long one's shortened form gets another login.
+        let long = "b".repeat(50);
+        let shortened = login_name(&long, "db");
+        let lookalike = shortened["almanac_login_".len()..shortened.len() - 9].replace('.', "_");
+        assert_ne!(login_name(&lookalike, "db"), shortened);
     }
 }

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use almanac::cluster::Bouncer;
+
 use crate::support::memcg::MemoryCgroup;
 use crate::support::private::PrivateCluster;
 use crate::support::{plugin_dir, HostProc};
@@ -15,6 +17,16 @@ const SERVER_MEMORY: u64 = 320 << 20;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_that_makes_the_kernel_kill_the_server_is_failed_after_three_crashes() {
+    bomb(false).await;
+}
+
+/// Through a transaction pooler, a batch's backend is the one its transaction ran on.
+#[tokio::test(flavor = "multi_thread")]
+async fn through_pgbouncer_a_job_that_kills_the_server_is_failed_after_three_crashes() {
+    bomb(true).await;
+}
+
+async fn bomb(pooled: bool) {
     let pg = PrivateCluster::start(false).await;
     let postmaster: i32 = std::fs::read_to_string(pg.cluster.data_dir.join("postmaster.pid")).unwrap().lines().next().unwrap().trim().parse().unwrap();
     let memory = MemoryCgroup::new("almanac-server-crash", SERVER_MEMORY);
@@ -26,8 +38,17 @@ async fn a_job_that_makes_the_kernel_kill_the_server_is_failed_after_three_crash
     let keys: Vec<&str> = innocents.iter().map(String::as_str).collect();
     db.enqueue("fixture-sleeper", "2026-01-01T00:00:00Z", &keys).await;
     let plugins = plugin_dir(&["fixture_sleeper", "fixture_attacker"]);
-    let args = ["--workers", "3", "--poison-after", "3", "--max-timeout", "60s"];
-    let mut hosts = [HostProc::spawn_url(&pg.url(), plugins.path(), &args, &[]), HostProc::spawn_url(&pg.url(), plugins.path(), &args, &[])];
+    let dir = tempfile::Builder::new().prefix("almanac-pgbouncer-").tempdir().unwrap();
+    let bouncer = match pooled {
+        true => Some(Bouncer::start(&pg.cluster, dir.path()).await.expect("start pgbouncer")),
+        false => None,
+    };
+    let url = bouncer.as_ref().map(|b| b.url(crate::support::private::DB)).unwrap_or_else(|| pg.url());
+    let mut args = vec!["--workers", "3", "--poison-after", "3", "--max-timeout", "60s"];
+    if pooled {
+        args.push("--pooler");
+    }
+    let mut hosts = [HostProc::spawn_url(&url, plugins.path(), &args, &[]), HostProc::spawn_url(&url, plugins.path(), &args, &[])];
     let sleeping = "SELECT (count(*) >= 2)::int::int8 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep(%'";
     db.wait_count(sleeping, 1, Duration::from_secs(60)).await;
     let bomb = json!([{"query": "SELECT length(repeat('x', 1000000000))"}]);
@@ -37,7 +58,7 @@ async fn a_job_that_makes_the_kernel_kill_the_server_is_failed_after_three_crash
         .unwrap();
     let settled = "SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'";
     // Each crash drops the test's own session too: reconnect and ask again.
-    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
     loop {
         if let Ok(row) = db.client.query_one(settled, &[]).await {
             if row.get::<_, i64>(0) == 9 {
@@ -49,7 +70,8 @@ async fn a_job_that_makes_the_kernel_kill_the_server_is_failed_after_three_crash
         }
         if std::time::Instant::now() > deadline {
             let state = "SELECT format('%s %s %s %s', j.key, j.status, j.crashes, j.last_error) FROM almanac.jobs j
-                         UNION ALL SELECT format('session %s %s %s %s', pid, usename, state, left(query, 80)) FROM pg_stat_activity WHERE datname IS NOT NULL";
+                         UNION ALL SELECT format('session %s %s %s %s blocked by %s', pid, usename, state, left(query, 60), pg_blocking_pids(pid)) FROM pg_stat_activity WHERE datname IS NOT NULL
+                         UNION ALL SELECT format('claim %s %s %s %s %s', pid, backend_start, keys, incarnation, interrupted) FROM almanac.claims";
             let rows: Vec<String> = db.client.query(state, &[]).await.map(|r| r.iter().map(|r| r.get(0)).collect()).unwrap_or_default();
             panic!("jobs still pending after 3 minutes: {rows:#?}\nhost logs:\n{}\n{}", hosts[0].log(), hosts[1].log());
         }

@@ -91,7 +91,8 @@ type Prepared = (deadpool_postgres::Pool, std::sync::Arc<almanac::login::Logins>
 
 async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<Prepared> {
     let target = db::config(url, &db::SessionSettings::default())?;
-    let pool = db::pool(&target.role("cli"), 2)?;
+    // The host's connection, the setup lock's, and one to spare.
+    let pool = db::pool(&target.role("cli"), 3)?;
     // A dry run works on any database: one Almanac never ran on is migrated first.
     if !db::pooled() {
         let mut conn = pool.get().await?;

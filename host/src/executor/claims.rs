@@ -174,8 +174,25 @@ pub struct Swept {
 
 /// Take every orphaned claim and count what it says on the jobs.
 /// `budget`: interruptions a job may have before it fails (`Options::transient_retries`).
+///
+/// A job an orphan lists that another batch holds now is waited for, a second at most
+/// (`lock_timeout`): that batch may itself wait for its claim to be recorded, and the
+/// record for an orphan this sweep is taking (through a pooler a server connection
+/// serves many clients), so waiting longer could close a circle no server sees. The
+/// sweep then fails whole, and the next one takes the orphans.
 pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i32) -> Result<Swept, tokio_postgres::Error> {
-    let row = conn.one(SWEEP_CLAIMS, &[&budget]).await?;
+    let params: [&dyn crate::db::Param; 1] = [&budget];
+    let (begun, row, committed) =
+        futures_util::join!(conn.batch_execute("BEGIN; SET LOCAL lock_timeout = '1s'"), conn.one(SWEEP_CLAIMS, &params), conn.batch_execute("COMMIT"));
+    begun?;
+    let row = match row {
+        Ok(row) => row,
+        Err(e) => {
+            let _ = conn.batch_execute("ROLLBACK").await;
+            return Err(e);
+        }
+    };
+    committed?;
     Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2), interrupted: row.get(3), began: row.get(4) })
 }
 

@@ -290,6 +290,11 @@ impl Worker {
         let backend = claims::Backend::of(&conn).await.map_err(|e| crate::db::error_chain(&e))?;
         let options = &self.context.options;
         claims::sweep_since(&self.pool, options.transient_retries, &self.context.sweeping, Some(backend.started), shutdown).await;
+        // Through a pooler this backend serves whoever comes next: each batch reads its own.
+        let backend = match crate::db::pooled() {
+            true => claims::Backend { pid: 0, started: DateTime::<Utc>::UNIX_EPOCH },
+            false => backend,
+        };
         Ok(Session { task: task.to_owned(), conn: Arc::new(conn), backend })
     }
 }

@@ -16,7 +16,14 @@ const BIND_PUBLISHERS: &str = include_str!("bind_publishers.sql");
 /// Record which tasks may publish on each topic `almanac.toml` names publishers for
 /// (`almanac_job.publish` refuses the others).
 pub async fn bind_publishers(client: &impl Sql, topics: &super::config::Topics) -> Result<(), tokio_postgres::Error> {
-    for (topic, spec) in topics.iter().filter(|(_, spec)| !spec.publishers.is_empty()) {
+    for (topic, spec) in topics.iter() {
+        if spec.publishers.is_empty() {
+            // Until one publishes, any plugin could be first and own it.
+            if client.opt("SELECT 1 FROM almanac.outbox_topics WHERE topic = $1", &[topic]).await?.is_none() {
+                tracing::warn!(%topic, "outbox topic names no publishers and has none yet: the first task to publish on it will own it; name them with publishers = [...]");
+            }
+            continue;
+        }
         client.exec(BIND_PUBLISHERS, &[topic, &spec.publishers]).await?;
     }
     Ok(())
