@@ -16,6 +16,8 @@ pub struct TaskStatus {
     pub cursor: Option<DateTime<Utc>>,
     pub next_slot: Option<DateTime<Utc>>,
     pub paused: bool,
+    /// `almanac hold`: none of its jobs starts on any host.
+    pub held: bool,
     pub pending: i64,
     /// Pending jobs a worker holds locked right now.
     pub running: i64,
@@ -61,6 +63,7 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 cursor,
                 next_slot,
                 paused: r.get::<_, Option<bool>>(5).unwrap_or(false),
+                held: r.get::<_, Option<bool>>(13).unwrap_or(false),
                 pending: r.get(6),
                 done: r.get(7),
                 failed: r.get(8),
@@ -89,7 +92,11 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         // a long one goes whole on the line below its task.
         let error = crate::text::printable(s.last_error.as_deref().unwrap_or_default()).into_owned();
         let (column, below) = if error.chars().count() > 60 { ("(below)".to_owned(), Some(error)) } else { (error, None) };
-        let task = if s.paused { format!("{} (paused)", s.task) } else { s.task.clone() };
+        let task = match (s.held, s.paused) {
+            (true, _) => format!("{} (held)", s.task),
+            (false, true) => format!("{} (paused)", s.task),
+            (false, false) => s.task.clone(),
+        };
         let column = match s.discarded {
             0 => column,
             n => format!("({n} discarded) {column}"),

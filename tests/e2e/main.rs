@@ -28,4 +28,5 @@ mod tls;
 mod reliability;
 mod transient;
 mod failover;
+mod hold;
 mod server_crash;

@@ -117,7 +117,23 @@ enum Command {
     Apply(schedule::ApplyArgs),
     /// Move TASK's cursor: where its schedule resumes generating (recorded).
     Cursor(schedule::CursorArgs),
-    /// Stop generating new slots for TASK (jobs already generated still run; recorded).
+    /// Stop running TASK's jobs on every host from the next claim on, scheduled or on
+    /// demand: they wait pending, jobs running now finish (recorded).
+    Hold {
+        task: String,
+        /// Why, recorded with the change.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Let a held TASK's jobs run again (recorded).
+    Release {
+        task: String,
+        /// Why, recorded with the change.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Stop generating new slots for TASK; jobs already generated or enqueued still run
+    /// (`hold` stops those; recorded).
     Pause {
         task: String,
         /// Why, recorded with the change.
@@ -477,6 +493,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Schedules { json } => {
             let url = almanac_db().await?;
             return schedule::schedules(&url, json).await;
+        }
+        Command::Hold { task, reason } => {
+            let url = almanac_db().await?;
+            return schedule::set_held(&url, &task, true, reason.as_deref()).await;
+        }
+        Command::Release { task, reason } => {
+            let url = almanac_db().await?;
+            return schedule::set_held(&url, &task, false, reason.as_deref()).await;
         }
         Command::Pause { task, reason } => {
             let url = almanac_db().await?;

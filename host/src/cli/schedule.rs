@@ -219,7 +219,30 @@ pub async fn set_paused(url: &str, task: &str, paused: bool, reason: Option<&str
     let state = if paused { "paused" } else { "resumed" };
     match was == paused {
         true => println!("{task} already {state} (nothing recorded)"),
-        false => println!("{task} {state}"),
+        false if paused => println!(
+            "{task} paused: no new slots are generated; jobs already generated or enqueued still run (`almanac hold {task}` stops them)"
+        ),
+        false => println!("{task} resumed: its slots are generated again, catching up per its policy"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `almanac hold` / `release`.
+pub async fn set_held(url: &str, task: &str, held: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = super::connect_once(url).await?;
+    let command = if held { "hold" } else { "release" };
+    let Some((was, pending)) = scheduler::operate::set_held(&client, task, held, &applied::origin(command), reason).await? else {
+        let known: Vec<String> = scheduler::operate::list(&client).await?.into_iter().map(|r| r.task).collect();
+        bail!("no task {task:?} (known: {})", known.join(", "));
+    };
+    match (was == held, held) {
+        (true, true) => println!("{task} already held (nothing recorded); {pending} pending"),
+        (true, false) => println!("{task} is not held (nothing recorded); {pending} pending"),
+        (false, true) => println!(
+            "{task} held: no job of it starts on any host from now on; {pending} pending wait, jobs running now finish. \
+             `almanac release {task}` lets them run"
+        ),
+        (false, false) => println!("{task} released: its {pending} pending jobs run again"),
     }
     Ok(ExitCode::SUCCESS)
 }

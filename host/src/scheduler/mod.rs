@@ -362,9 +362,17 @@ async fn plan_slot(
 /// a long backlog cannot starve the others. A task whose tick fails (its plan, or a
 /// statement the server refused) is retried with its own backoff; only a lost
 /// connection ends the round.
+/// The scheduler's wait after a lost connection: doubling from the first to the most.
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_secs(5);
+
 pub async fn run(pool: Pool, logins: Arc<Logins>, loaded: Arc<Loaded>, options: Options, shutdown: CancellationToken) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
     let mut upkeep = crate::history::Upkeep::default();
+    // After a lost connection: a pooler answers a client's connect at once and fails its
+    // first statement while the server is away (PgBouncer's server_login_retry), so an
+    // immediate retry spun, logging a million lines in a minute.
+    let mut pause = RETRY_FIRST;
     while !shutdown.is_cancelled() {
         let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
         // Before generating: the months the slots fall in exist (checked every 10 minutes).
@@ -410,8 +418,14 @@ pub async fn run(pool: Pool, logins: Arc<Logins>, loaded: Arc<Loaded>, options: 
         }
         if !healthy {
             crate::db::discard(conn);
+            tokio::select! {
+                _ = tokio::time::sleep(pause) => {}
+                _ = shutdown.cancelled() => {}
+            }
+            pause = (pause * 2).min(RETRY_MAX);
             continue;
         }
+        pause = RETRY_FIRST;
         drop(conn);
         if more {
             continue;

@@ -12,6 +12,7 @@ const PERIOD_OF: &str = include_str!("period_of.sql");
 const SLOT_HANDLED: &str = include_str!("slot_handled.sql");
 const LIST_SCHEDULES: &str = include_str!("list_schedules.sql");
 const SET_PAUSED: &str = include_str!("set_paused.sql");
+const SET_HELD: &str = include_str!("set_held.sql");
 const SET_CURSOR: &str = include_str!("set_cursor.sql");
 const FORGET: &str = include_str!("forget.sql");
 
@@ -83,6 +84,12 @@ pub async fn list(client: &Client) -> Result<Vec<ScheduleRow>, tokio_postgres::E
 /// Pause or resume `task`, recorded; the flag it had, None if it has no schedule.
 pub async fn set_paused(client: &Client, task: &str, paused: bool, origin: &str, reason: Option<&str>) -> Result<Option<bool>, tokio_postgres::Error> {
     Ok(client.opt(SET_PAUSED, &[&task, &paused, &origin, &reason]).await?.map(|r| r.get(0)))
+}
+
+/// Hold `task`'s jobs (none starts on any host) or release them, recorded; what it was
+/// and the task's pending jobs, None if it has no schedule.
+pub async fn set_held(client: &Client, task: &str, held: bool, origin: &str, reason: Option<&str>) -> Result<Option<(bool, i64)>, tokio_postgres::Error> {
+    Ok(client.opt(SET_HELD, &[&task, &held, &origin, &reason]).await?.map(|r| (r.get(0), r.get(1))))
 }
 
 /// Set `task`'s cursor, recorded; the cursor it had, None if it has no schedule.
