@@ -73,3 +73,13 @@ CREATE TABLE almanac.setup_lock (
     one boolean PRIMARY KEY DEFAULT true CHECK (one)
 );
 INSERT INTO almanac.setup_lock DEFAULT VALUES;
+
+-- The server run the last sweep took the orphans of. Until a sweep has run on this run
+-- of the server, the claims claim nothing (V15): after a crash a host whose sessions
+-- survived it (through a pooler, or idle) would claim the job that crashed the server
+-- before any sweep marked it.
+CREATE TABLE almanac.swept (
+    one boolean PRIMARY KEY DEFAULT true CHECK (one),
+    incarnation text
+);
+INSERT INTO almanac.swept DEFAULT VALUES;

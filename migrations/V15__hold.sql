@@ -10,7 +10,8 @@ ALTER TABLE almanac.changes ADD CONSTRAINT changes_action_check
     CHECK (action IN ('register', 'apply', 'cursor', 'pause', 'resume', 'forget', 'discard', 'hold', 'release')) NOT VALID;
 ALTER TABLE almanac.changes VALIDATE CONSTRAINT changes_action_check;
 
--- As V12's, returning nothing for a held task.
+-- As V12's, returning nothing for a held task, and nothing on a run of the server no
+-- sweep has taken the orphans of yet (V14's almanac.swept).
 CREATE OR REPLACE FUNCTION almanac_job.claim(batch integer, floor timestamptz, digest text)
 RETURNS TABLE (task text, slot timestamptz, key text, attempts integer, payload text, crashes integer,
                last_error text, plugin_digest text, run_after timestamptz, period text, transients integer)
@@ -24,7 +25,8 @@ AS $$
 DECLARE
     mine text := almanac.session_task();
 BEGIN
-    IF EXISTS (SELECT 1 FROM ONLY almanac.schedules h WHERE h.task = mine AND h.held) THEN
+    IF EXISTS (SELECT 1 FROM ONLY almanac.schedules h WHERE h.task = mine AND h.held)
+       OR (SELECT w.incarnation FROM almanac.swept w) IS DISTINCT FROM almanac.server_incarnation() THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -57,7 +59,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     mine text := almanac.session_task();
 BEGIN
-    IF EXISTS (SELECT 1 FROM ONLY almanac.schedules h WHERE h.task = mine AND h.held) THEN
+    IF EXISTS (SELECT 1 FROM ONLY almanac.schedules h WHERE h.task = mine AND h.held)
+       OR (SELECT w.incarnation FROM almanac.swept w) IS DISTINCT FROM almanac.server_incarnation() THEN
         RETURN;
     END IF;
     RETURN QUERY

@@ -1,7 +1,8 @@
 //! A PgBouncer (the system's `pgbouncer` binary) in transaction pooling mode in front of
 //! a private cluster, on a loopback port of its own: what `almanac bench` measures the
 //! pooled path with and the tests run hosts through. It can be killed and started again
-//! on the same port.
+//! on the same port. A failed server login (the server restarting) is retried after a
+//! second, not PgBouncer's default 15.
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ impl Bouncer {
             dir.join("pgbouncer.ini"),
             format!(
                 "[databases]\n* = host={socket} port={pg}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n\
-                 auth_type = trust\nauth_file = {users}\nauth_user = postgres\npool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 20\n\
+                 auth_type = trust\nauth_file = {users}\nauth_user = postgres\npool_mode = transaction\nmax_client_conn = 500\ndefault_pool_size = 20\nserver_login_retry = 1\n\
                  logfile = {log}\npidfile = {pid}\nadmin_users = postgres\n",
                 socket = cluster.socket_dir.display(),
                 pg = cluster.port,

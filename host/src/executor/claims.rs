@@ -6,14 +6,13 @@
 //! shape).
 //!
 //! The record is written by one task per host on a connection of its own, for all
-//! workers at once (their requests are sent together and committed with
-//! `synchronous_commit = off`: a host that dies does not take the server's WAL buffer
-//! with it), so a batch waits one round trip for it. A server that crashes does take
-//! it: a claim committed in the WAL writer's last 200 ms is lost with the crash. The
-//! host lives on, though, and knows what its batch held: it writes the claim again,
-//! with the server run it was made on, as soon as the server is back
-//! ([`Recorder::interrupted`]). (Flushing every claim instead cost ~15 % of throughput in
-//! `almanac bench`, at batch 1 and 32.)
+//! workers at once (their requests are sent together, one commit for all), so a batch
+//! waits one round trip and one WAL flush for it. The flush is what lets a job that
+//! crashes the database server be counted: crash recovery keeps only flushed WAL, a
+//! plugin can kill its backend within the WAL writer's 200 ms, and the host that saw it
+//! cannot write the claim again before other workers claim the job (tried: the job ran
+//! again unmarked beside a suspect, which was then counted). The flush cost ~15 % of
+//! `almanac bench`'s throughput at batch 1 and 32.
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{Object, Pool};
 use futures_util::future::try_join_all;
@@ -25,7 +24,6 @@ use crate::db::Sql;
 const RECORD_CLAIM: &str = include_str!("record_claim.sql");
 const SWEEP_CLAIMS: &str = include_str!("sweep_claims.sql");
 const INTERRUPTED: &str = include_str!("interrupted_claim.sql");
-const RECORD_AGAIN: &str = include_str!("record_claim_again.sql");
 pub const WHO: &str = "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()";
 
 /// A server connection, as pg_stat_activity names it: a backend's pid is reused, its
@@ -55,25 +53,10 @@ pub struct Held {
     pub attempts: i32,
 }
 
-/// What a worker's batch holds, as its claim row says: the backend running it, and,
-/// once recorded, the jobs and the run of the server the claim was made on.
-#[derive(Debug, Clone)]
-pub struct Holding {
-    pub backend: Backend,
-    pub jobs: Vec<Held>,
-    pub incarnation: Option<String>,
-}
-
-impl Holding {
-    pub fn new(backend: Backend) -> Holding {
-        Holding { backend, jobs: Vec::new(), incarnation: None }
-    }
-}
-
 struct Request {
     backend: Backend,
     jobs: Vec<Held>,
-    done: oneshot::Sender<Result<String, String>>,
+    done: oneshot::Sender<Result<(), String>>,
 }
 
 /// The handle workers record their batches through.
@@ -81,7 +64,6 @@ struct Request {
 pub struct Recorder {
     requests: mpsc::UnboundedSender<Request>,
     pool: Pool,
-    host: String,
 }
 
 /// Why a batch's claim could not be recorded: the batch must not run.
@@ -93,45 +75,45 @@ impl Recorder {
     /// Start the recording task on `pool`; it ends with `shutdown`.
     pub fn start(pool: Pool, host: String, shutdown: CancellationToken) -> Recorder {
         let (requests, rx) = mpsc::unbounded_channel();
-        tokio::spawn(record_loop(pool.clone(), host.clone(), rx, shutdown));
-        Recorder { requests, pool, host }
+        tokio::spawn(record_loop(pool.clone(), host, rx, shutdown));
+        Recorder { requests, pool }
     }
 
-    /// Commit that `holding.backend` holds `jobs` from now on; `holding` keeps them.
-    pub async fn record(&self, holding: &mut Holding, jobs: Vec<Held>) -> Result<(), RecordError> {
+    /// Commit that `backend` holds `jobs` from now on.
+    pub async fn record(&self, backend: Backend, jobs: Vec<Held>) -> Result<(), RecordError> {
         let (done, answer) = oneshot::channel();
-        let request = Request { backend: holding.backend, jobs: jobs.clone(), done };
-        self.requests.send(request).map_err(|_| RecordError("the host is shutting down".into()))?;
-        let incarnation = answer.await.map_err(|_| RecordError("the host is shutting down".into()))?.map_err(RecordError)?;
-        holding.jobs = jobs;
-        holding.incarnation = Some(incarnation);
-        Ok(())
+        self.requests.send(Request { backend, jobs, done }).map_err(|_| RecordError("the host is shutting down".into()))?;
+        answer.await.map_err(|_| RecordError("the host is shutting down".into()))?.map_err(RecordError)
     }
 
-    /// Say that the database dropped `holding`'s backend under its batch, the host living
+    /// Say that the database dropped `backend` under its batch, the host living
     /// on: its orphan is an interruption, or, if the server crashed, what the sweep makes
-    /// of a crash. The claim row is written again if the crash took it (it was committed
-    /// without waiting for its WAL). Best effort: a sweep that reached the orphan first
-    /// counted it already.
-    pub async fn interrupted(&self, holding: &Holding) {
-        let marked = async {
-            let conn = self.pool.get().await.map_err(|e| e.to_string())?;
-            let b = &holding.backend;
-            let result = match &holding.incarnation {
-                Some(incarnation) if !holding.jobs.is_empty() => {
-                    let tasks: Vec<&str> = holding.jobs.iter().map(|j| j.task.as_str()).collect();
-                    let slots: Vec<DateTime<Utc>> = holding.jobs.iter().map(|j| j.slot).collect();
-                    let keys: Vec<&str> = holding.jobs.iter().map(|j| j.key.as_str()).collect();
-                    let attempts: Vec<i32> = holding.jobs.iter().map(|j| j.attempts).collect();
-                    conn.exec(RECORD_AGAIN, &[&b.pid, &b.started, &self.host, &tasks, &slots, &keys, &attempts, incarnation]).await
+    /// of a crash (its claim names the server run). Best effort: a sweep that reached the
+    /// orphan first counted it already. (Never written again once gone: a sweep took it,
+    /// and a second would count it twice.)
+    pub async fn interrupted(&self, backend: Backend, shutdown: &CancellationToken) {
+        // Until the server answers (through PgBouncer, statements fail for its
+        // server_login_retry after the server went away), before this worker claims again.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            match self.mark_interrupted(backend).await {
+                Ok(()) => return,
+                Err(e) if tokio::time::Instant::now() >= deadline || shutdown.is_cancelled() => {
+                    tracing::warn!("could not write an interrupted batch's claim again: {e}");
+                    return;
                 }
-                _ => conn.exec(INTERRUPTED, &[&b.pid, &b.started]).await,
-            };
-            result.map_err(|e| crate::db::error_chain(&e))
-        };
-        if let Err(e) = marked.await {
-            tracing::debug!("could not mark an interrupted claim: {e}");
+                Err(e) => tracing::debug!("could not mark an interrupted claim yet: {e}"),
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(250)) => {}
+                _ = shutdown.cancelled() => {}
+            }
         }
+    }
+
+    async fn mark_interrupted(&self, b: Backend) -> Result<(), String> {
+        let conn = self.pool.get().await.map_err(|e| e.to_string())?;
+        conn.exec(INTERRUPTED, &[&b.pid, &b.started]).await.map(drop).map_err(|e| crate::db::error_chain(&e))
     }
 }
 
@@ -152,7 +134,7 @@ async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<R
             return;
         };
         match write(client, &host, &batch).await {
-            Ok(incarnations) => batch.into_iter().zip(incarnations).for_each(|(r, i)| drop(r.done.send(Ok(i)))),
+            Ok(()) => batch.into_iter().for_each(|r| drop(r.done.send(Ok(())))),
             Err(e) => {
                 let why = crate::db::error_chain(&e);
                 tracing::warn!("could not record claimed batches: {why}");
@@ -169,8 +151,7 @@ async fn open(pool: &Pool, shutdown: &CancellationToken) -> Option<Object> {
 }
 
 /// Every request of `batch` in one transaction, sent together.
-/// Each request's answer is the run of the server its claim was made on.
-async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<Vec<String>, tokio_postgres::Error> {
+async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio_postgres::Error> {
     let statement = crate::db::Prepared::on(conn, RECORD_CLAIM).await?;
     let rows: Vec<_> = batch
         .iter()
@@ -184,22 +165,18 @@ async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<Vec<Strin
         .collect();
     let params: Vec<[&dyn crate::db::Param; 7]> =
         rows.iter().map(|(b, tasks, slots, keys, attempts)| [&b.pid as _, &b.started as _, &host as _, tasks as _, slots as _, keys as _, attempts as _]).collect();
-    let inserts = params.iter().map(|p| statement.rows(conn, p));
+    let inserts = params.iter().map(|p| statement.exec(conn, p));
     let (begin, inserted, commit) = futures_util::join!(
-        conn.batch_execute("BEGIN; SET LOCAL synchronous_commit = off"),
+        conn.batch_execute("BEGIN; SET LOCAL synchronous_commit = local"),
         try_join_all(inserts),
         conn.batch_execute("COMMIT")
     );
     begin?;
-    let inserted = match inserted {
-        Ok(rows) => rows,
-        Err(e) => {
-            let _ = conn.batch_execute("ROLLBACK").await;
-            return Err(e);
-        }
-    };
-    commit?;
-    Ok(inserted.iter().map(|rows| rows.first().map(|r| r.get(0)).unwrap_or_default()).collect())
+    if let Err(e) = inserted {
+        let _ = conn.batch_execute("ROLLBACK").await;
+        return Err(e);
+    }
+    commit
 }
 
 /// What one sweep found.

@@ -163,12 +163,11 @@ struct Worker {
     metrics: Arc<Metrics>,
 }
 
-/// A session of one task's login a worker holds between batches, its backend and what
-/// its last batch held.
+/// A session of one task's login a worker holds between batches, and its backend.
 struct Session {
     task: String,
     conn: Arc<Object>,
-    holding: claims::Holding,
+    backend: claims::Backend,
 }
 
 impl Worker {
@@ -243,7 +242,7 @@ impl Worker {
                 Some((_, slot, key)) => Claim::One(*slot, key),
                 None => Claim::Due,
             };
-            let result = run_batch(&current.conn, &mut current.holding, &self.context, &task, claim, &mut slots).await;
+            let result = run_batch(&current.conn, &mut current.backend, &self.context, &task, claim, &mut slots).await;
             if let Ok(outcome) = &result {
                 if one.is_some() {
                     alone.pop_front();
@@ -271,7 +270,7 @@ impl Worker {
                         // sweep must not take its orphan for a crash.
                         let dropped = transient::of_batch(&e);
                         if dropped {
-                            self.context.recorder.interrupted(&s.holding).await;
+                            self.context.recorder.interrupted(s.backend, &shutdown).await;
                         }
                         crate::db::discard(s.conn);
                         // The server's backends died with it: count the batch on its
@@ -296,7 +295,7 @@ impl Worker {
             true => claims::Backend { pid: 0, started: DateTime::<Utc>::UNIX_EPOCH },
             false => backend,
         };
-        Ok(Session { task: task.to_owned(), conn: Arc::new(conn), holding: claims::Holding::new(backend) })
+        Ok(Session { task: task.to_owned(), conn: Arc::new(conn), backend })
     }
 }
 
@@ -350,7 +349,7 @@ pub enum BatchError {
 /// transaction never commits.
 pub async fn run_batch(
     conn: &Arc<Object>,
-    holding: &mut claims::Holding,
+    backend: &mut claims::Backend,
     context: &Context,
     task: &str,
     claim: Claim<'_>,
@@ -358,9 +357,6 @@ pub async fn run_batch(
 ) -> Result<BatchOutcome, BatchError> {
     let options = &context.options;
     let mut outcome = BatchOutcome::default();
-    // Until this batch's claim is recorded, it holds nothing the host could write again.
-    holding.jobs.clear();
-    holding.incarnation = None;
     // Prepared before the transaction: a job's error aborts it, and the statements that
     // record the error could not be parsed then.
     let ((claim_due, claim_one, unclaim, failed), interrupted) = futures_util::future::try_join(
@@ -391,7 +387,7 @@ pub async fn run_batch(
     };
     let (_, rows, ran_on, _) = try_join4(conn.batch_execute("BEGIN"), claimed, who, conn.batch_execute("SAVEPOINT job")).await?;
     if let Some(ran_on) = ran_on {
-        holding.backend = ran_on;
+        *backend = ran_on;
     }
     outcome.claimed = rows.len();
     let mut rows: Vec<Claimed> = rows.iter().map(Claimed::from).collect();
@@ -430,7 +426,7 @@ pub async fn run_batch(
         return Ok(outcome);
     };
     let held = rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
-    if let Err(e) = context.recorder.record(holding, held).await {
+    if let Err(e) = context.recorder.record(*backend, held).await {
         return Err(BatchError::ConnectionLost(e.to_string()));
     }
     // Invariant at the top of the loop: a savepoint "job" is open and unused.

@@ -55,6 +55,9 @@ WITH server AS (
 ), counted AS (
     INSERT INTO almanac.job_counts (task, month, pending, failed)
     SELECT h.task, date_trunc('month', h.slot, 'UTC'), -count(*), count(*) FROM hit h WHERE h.status = 'failed' GROUP BY 1, 2
+), noted AS (
+    -- Claims may go on (migrations/V14__server_crashes.sql).
+    UPDATE almanac.swept SET incarnation = (SELECT incarnation FROM server)
 ), recorded AS (
     INSERT INTO almanac.attempts (task, slot, key, attempt, error, plugin_digest, kind)
     SELECT task, slot, key, CASE WHEN interrupted THEN attempts + 1 ELSE attempts END, last_error, plugin_digest,

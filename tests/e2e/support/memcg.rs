@@ -14,7 +14,10 @@ impl MemoryCgroup {
     /// A new group limited to `bytes` of memory (and of memory + swap, where the kernel
     /// counts swap).
     pub fn new(name: &str, bytes: u64) -> MemoryCgroup {
-        let dir = PathBuf::from(ROOT).join(format!("{name}-{}", std::process::id()));
+        // Tests run side by side in one process: one group each.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = PathBuf::from(ROOT).join(format!("{name}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e} (the tests need the cgroup v1 memory controller, as root)", dir.display()));
         std::fs::write(dir.join("memory.limit_in_bytes"), bytes.to_string()).expect("memory.limit_in_bytes");
         let swap = dir.join("memory.memsw.limit_in_bytes");
