@@ -206,7 +206,10 @@ async fn schedules_can_be_listed_previewed_paused_and_resumed() {
         let (code, stdout, stderr) = crate::support::almanac(&db.url, args);
         (code == 0, stdout, stderr)
     };
-    assert_eq!(almanac(&["pause", "daily-points"]).1.trim(), "daily-points paused");
+    assert_eq!(
+        almanac(&["pause", "daily-points"]).1.trim(),
+        "daily-points paused: no new slots are generated; jobs already generated or enqueued still run (`almanac hold daily-points` stops them)"
+    );
     let (ok, listed, _) = almanac(&["schedules", "--json"]);
     assert!(ok);
     let line: serde_json::Value = serde_json::from_str(listed.trim()).unwrap();
@@ -214,7 +217,7 @@ async fn schedules_can_be_listed_previewed_paused_and_resumed() {
     assert_eq!(line["cursor"], "2026-03-01T16:00:00Z");
     assert_eq!(line["next_slot"], "2026-03-02T16:00:00Z");
     assert_eq!(line["next_slot_local"], "2026-03-03T00:00:00+08:00");
-    assert_eq!(almanac(&["resume", "daily-points"]).1.trim(), "daily-points resumed");
+    assert_eq!(almanac(&["resume", "daily-points"]).1.trim(), "daily-points resumed: its slots are generated again, catching up per its policy");
     assert_eq!(db.count("SELECT count(*) FROM almanac.schedules WHERE paused").await, 0);
     let (ok, _, err) = almanac(&["pause", "nope"]);
     assert!(!ok);

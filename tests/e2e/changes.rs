@@ -108,7 +108,7 @@ async fn cursor_pause_discard_and_forget_are_recorded() {
     assert!(code == 1 && err.contains("--to") && err.contains("RFC 3339"), "{err}");
     let (code, _, err) = almanac(&db, &["cursor", "fixture-minutly", "--to", "now"]);
     assert!(code == 1 && err.contains("no task \"fixture-minutly\""), "{err}");
-    assert_eq!(almanac(&db, &["pause", "fixture-minutely", "--reason", "audit"]).1.trim(), "fixture-minutely paused");
+    assert_eq!(almanac(&db, &["pause", "fixture-minutely", "--reason", "audit"]).1.trim(), "fixture-minutely paused: no new slots are generated; jobs already generated or enqueued still run (`almanac hold fixture-minutely` stops them)");
     assert_eq!(almanac(&db, &["pause", "fixture-minutely"]).1.trim(), "fixture-minutely already paused (nothing recorded)");
     let actions: Vec<(String, Option<String>)> = db
         .client

@@ -440,6 +440,8 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     if !claim_reads_pending_index_in_order(&plan) {
         bail!("the claim does not read the partial index jobs_pending of each partition in claim order (a sort or a table scan):\n{plan}");
     }
+    // Claims wait for a sweep on this run of the server, as a host makes at start.
+    crate::executor::claims::sweep(&client, crate::executor::transient::BUDGET).await?;
     // The claim runs in a session of the task's login, as a host runs it.
     let login = client.query_one("SELECT login, password FROM almanac.plugin_logins WHERE task = $1", &[&TASK]).await?;
     let url = cluster.url("almanac_bench_depth").replace("user=postgres", &format!("user={} password={}", login.get::<_, String>(0), login.get::<_, String>(1)));
