@@ -4,9 +4,10 @@
 # server binaries (only when no DATABASE_URL is given and none are installed); with
 # --need-browser, Debian's chromium for the dashboard's browser test; with
 # --need-pgbouncer, Debian's pgbouncer for the connection-pooler test; with --need-node,
-# Node.js (Debian's nodejs and npm) and the `pg` package for the README's Node example;
+# Node.js (Debian's nodejs and npm) and the `pg` package for the book's Node example (docs/src/guide/enqueue.md);
 # with --need-python, a virtualenv .venv with componentize-py and pytest (PyPI) for Python plugins;
-# with --need-failover, Debian's pg_auto_failover (postgresql-15-auto-failover) for the failover test.
+# with --need-failover, Debian's pg_auto_failover (postgresql-15-auto-failover) for the failover test;
+# with --need-book, mdBook (crates.io, built by cargo into target/tools) for the book in docs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sudo_cmd=""
@@ -29,7 +30,7 @@ have_server() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
     command -v initdb >/dev/null 2>&1
 }
-need_server=false need_browser=false need_pgbouncer=false need_node=false need_python=false need_failover=false
+need_server=false need_browser=false need_pgbouncer=false need_node=false need_python=false need_failover=false need_book=false
 for arg in "$@"; do
     case "$arg" in
         --need-server) need_server=true ;;
@@ -38,6 +39,7 @@ for arg in "$@"; do
         --need-node) need_node=true ;;
         --need-python) need_python=true ;;
         --need-failover) need_failover=true ;;
+        --need-book) need_book=true ;;
     esac
 done
 if [ -z "${DATABASE_URL:-}" ] || $need_server; then
@@ -54,13 +56,19 @@ if $need_pgbouncer && ! [ -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/d
     echo "bootstrap: installing PgBouncer (Debian package pgbouncer), which the connection-pooler test runs" >&2
     apt_install pgbouncer
 fi
+# mdBook 0.4 without its server and file watcher (what `mdbook build` needs, half the
+# crates); kept under target/tools so a clean of the build does not lose it silently.
+if $need_book && ! [ -x target/tools/bin/mdbook ]; then
+    echo "bootstrap: building mdBook 0.4 from crates.io into target/tools (about two minutes, once)" >&2
+    cargo install --quiet --locked --no-default-features --version '~0.4' --root target/tools mdbook >&2
+fi
 if $need_failover && ! { command -v pg_autoctl && ls /usr/lib/postgresql/*/lib/pgautofailover.so; } >/dev/null 2>&1; then
     echo "bootstrap: installing pg_auto_failover (Debian package postgresql-15-auto-failover), which the failover test runs" >&2
     apt_install postgresql-15-auto-failover
 fi
 if $need_node; then
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-        echo "bootstrap: installing Node.js (Debian packages nodejs, npm) for the README's Node example" >&2
+        echo "bootstrap: installing Node.js (Debian packages nodejs, npm) for the book's Node example (docs/src/guide/enqueue.md)" >&2
         apt_install nodejs npm
     fi
     if [ ! -d examples/enqueue/node_modules/pg ]; then

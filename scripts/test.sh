@@ -3,8 +3,9 @@
 # end-to-end tests, which start their own PostgreSQL and build the plugins once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh --need-server --need-browser --need-pgbouncer --need-node --need-python --need-failover
+bash scripts/bootstrap.sh --need-server --need-browser --need-pgbouncer --need-node --need-python --need-failover --need-book
 bash scripts/build-plugins.sh >/dev/null
+bash scripts/book.sh >/dev/null
 # plugins/daily-points' own test (almanac-testing) starts a private cluster there.
 trap 'target/release/almanac --data-dir plugins/daily-points/.almanac stop >/dev/null 2>&1 || true' EXIT
 cargo test --release --workspace "$@"

@@ -146,7 +146,7 @@ pub async fn check_host_role(client: &(impl GenericClient + Sql)) -> Result<Host
             role = %role.name,
             "CONNECTED AS A SUPERUSER: Almanac does not need it. Plugins stay confined to their own roles and the statement policy, \
              but a superuser host is one bug away from owning the cluster. Connect as an ordinary role with CREATEROLE that owns \
-             schema almanac (README: \"Database roles\")"
+             schema almanac (docs/src/operations/database-roles.md)"
         );
     } else if !role.create_role {
         tracing::info!(role = %role.name, "the host's role lacks CREATEROLE: plugin roles must already exist and be granted to it");

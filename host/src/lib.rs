@@ -7,7 +7,7 @@
 //! [`capability`] (what a plugin is lent); [`outbox`] delivers the messages jobs
 //! published; [`metrics`], [`dashboard`] and [`http`] show an operator what is going
 //! on. The modules form layers, checked by `host/tests/layers.rs`
-//! (`docs/architecture.md`).
+//! (`docs/src/internals/architecture.md`).
 pub mod access;
 pub mod backoff;
 pub mod bench;

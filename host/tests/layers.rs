@@ -1,7 +1,7 @@
 //! The host's modules form layers: a module may use modules of lower layers only, and no
 //! files import each other in a circle. This reads `host/src` (every `crate::` path and
 //! `super::` path outside comments and test modules) and fails naming the import that
-//! breaks the rule. `docs/architecture.md` explains the layers; a new top-level module
+//! breaks the rule. `docs/src/internals/architecture.md` explains the layers; a new top-level module
 //! must be given one here.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -131,7 +131,7 @@ fn no_module_imports_a_higher_layer() {
     let mut wrong = Vec::new();
     for (module, targets) in imports() {
         let Some(own) = layer(&module) else {
-            wrong.push(format!("{module}: not in any layer (add it to LAYERS in host/tests/layers.rs and to docs/architecture.md)"));
+            wrong.push(format!("{module}: not in any layer (add it to LAYERS in host/tests/layers.rs and to docs/src/internals/architecture.md)"));
             continue;
         };
         for target in targets {

@@ -165,16 +165,16 @@ async fn the_published_calendar_agrees_with_the_hosts() {
 #[path = "../../examples/enqueue/enqueue.rs"]
 mod example;
 
-/// The README's examples, run as they are printed there: psql, Rust and Node each place
+/// The book's examples (docs/src/guide/enqueue.md), run as they are printed there: psql, Rust and Node each place
 /// an order and enqueue its receipt in one transaction, as a role granted only
 /// `almanac_client` (and its own table).
 #[tokio::test(flavor = "multi_thread")]
 async fn the_readme_examples_run() {
     let root = crate::support::workspace();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let page = std::fs::read_to_string(root.join("docs/src/guide/enqueue.md")).unwrap();
     for file in ["enqueue.sql", "enqueue.rs", "enqueue.mjs"] {
         let text = std::fs::read_to_string(root.join("examples/enqueue").join(file)).unwrap();
-        assert!(readme.contains(text.trim_end()), "README.md does not show examples/enqueue/{file} as it is");
+        assert!(page.contains(text.trim_end()), "docs/src/guide/enqueue.md does not show examples/enqueue/{file} as it is");
     }
     let db = TestDb::new().await;
     let role = format!("{}_shop", db.name);

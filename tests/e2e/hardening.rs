@@ -176,7 +176,7 @@ async fn oversized_results_statements_errors_and_logs_fail_alone_and_the_host_st
     const RSS_BOUND: u64 = (64 << 20) + WORKERS * (2 * (64 << 20)) + 2 * (96 << 20);
     let db = TestDb::new().await;
     db.accounts(3).await;
-    // What the README tells operators to set; the private cluster sets 1GB.
+    // What the book tells operators to set; the private cluster sets 1GB.
     db.client.batch_execute(&format!("ALTER DATABASE {} SET temp_file_limit = '64MB'", db.name)).await.unwrap();
     let chain = format!("SELECT 1{}", " + 1".repeat(5_000));
     let array = format!("SELECT ARRAY[{}1]", "1,".repeat(120_000));

@@ -7,6 +7,8 @@ mod jobs;
 mod logins;
 mod new;
 mod outbox;
+#[cfg(test)]
+mod reference;
 mod schedule;
 
 use std::path::PathBuf;

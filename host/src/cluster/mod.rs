@@ -53,7 +53,7 @@ impl Default for Settings {
                 ("max_connections".into(), "200".into()),
                 // One statement may spill at most this much to temporary files (a
                 // plugin's runaway recursive CTE once wrote 25 GB in 55 s). Operators of
-                // their own servers should set it too (README: "Least privilege").
+                // their own servers should set it too (the book: docs/src/concepts/least-privilege.md).
                 ("temp_file_limit".into(), "'1GB'".into()),
             ],
         }

@@ -5,7 +5,7 @@
 //! [`allow`]); the plugin's database role ([`crate::access`]) says *which tables* it may
 //! touch; and the executor checks after each call that the plugin is still in its role
 //! and left the session as it found it, so a statement that fooled the parser still
-//! cannot keep the host's powers (README: "Least privilege").
+//! cannot keep the host's powers (the book: docs/src/concepts/least-privilege.md).
 //!
 //! Parsing runs on threads of its own ([`parser`]) under node and depth budgets
 //! ([`walk`]), never on the fiber of the plugin call.
