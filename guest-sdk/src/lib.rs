@@ -147,7 +147,7 @@ macro_rules! export_task {
                     $crate::__private::bridge::run::<$task>(job, tx)
                 }
             }
-            $crate::bindings::__export_world!(__AlmanacTask with_types_in $crate::bindings);
+    $crate::bindings::__export_world!(__AlmanacTask with_types_in $crate::bindings);
         };
     };
 }

@@ -225,24 +225,13 @@ pub mod bridge {
     }
 
     /// `plan`, lowered.
-    pub fn plan<T: Task>(
-        slot: types::Slot,
-        tx: &Transaction,
-        after: Option<String>,
-        limit: u32,
-    ) -> Result<Vec<String>, wit::TaskError> {
+    pub fn plan<T: Task>(slot: types::Slot, tx: &Transaction, after: Option<String>, limit: u32) -> Result<Vec<String>, wit::TaskError> {
         T::plan(&Slot(slot), &crate::Tx(tx), after.as_deref(), limit).map_err(to_wit)
     }
 
     /// `run`, lowered.
     pub fn run<T: Task>(job: types::Job, tx: &Transaction) -> Result<(), wit::TaskError> {
-        let job = Job {
-            task: job.task,
-            slot: Slot(job.slot),
-            key: job.key,
-            attempt: job.attempt,
-            payload: job.payload,
-        };
+        let job = Job { task: job.task, slot: Slot(job.slot), key: job.key, attempt: job.attempt, payload: job.payload };
         T::run(&job, &crate::Tx(tx)).map_err(to_wit)
     }
 }

@@ -81,18 +81,12 @@ impl Row {
 
     /// The column named `name` as `T`.
     pub fn get_named<T: FromValue>(&self, name: &str) -> Result<T, Error> {
-        let index = self
-            .columns
-            .iter()
-            .position(|c| c == name)
-            .ok_or_else(|| Error::permanent(format!("no column named {name:?}")))?;
+        let index = self.columns.iter().position(|c| c == name).ok_or_else(|| Error::permanent(format!("no column named {name:?}")))?;
         get(&self.values, index)
     }
 }
 
 fn get<T: FromValue>(values: &[Value], index: usize) -> Result<T, Error> {
-    let value = values
-        .get(index)
-        .ok_or_else(|| Error::permanent(format!("no column {index} (row has {})", values.len())))?;
+    let value = values.get(index).ok_or_else(|| Error::permanent(format!("no column {index} (row has {})", values.len())))?;
     T::from_value(value).map_err(|e| Error::permanent(format!("column {index}: {e}")))
 }

@@ -165,11 +165,7 @@ pub async fn ensure_role(client: &(impl GenericClient + Sql), role: &str) -> Res
             match client.opt(ROLE_EXISTS, &[&role]).await?.map(|row| row.get::<_, bool>(0)) {
                 Some(true) => Ok(()),
                 Some(false) => client.batch_execute(&format!("GRANT {} TO CURRENT_USER", quote_ident(role))).await,
-                None => {
-                    client
-                        .batch_execute(&format!("CREATE ROLE {0} NOLOGIN; GRANT {0} TO CURRENT_USER", quote_ident(role)))
-                        .await
-                }
+                None => client.batch_execute(&format!("CREATE ROLE {0} NOLOGIN; GRANT {0} TO CURRENT_USER", quote_ident(role))).await,
             }
         }
         .await;
@@ -192,9 +188,12 @@ fn lost_race(e: &tokio_postgres::Error) -> bool {
 pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &[String]) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
     for schema in schemas_of(writable) {
-        tx.batch_execute(&format!("GRANT USAGE, CREATE ON SCHEMA {} TO {grantee}", quote_ident(&schema)))
-            .await
-            .map_err(|e| AccessError::Grant { privileges: "CREATE".into(), table: format!("schema {schema}"), role: role.to_owned(), reason: crate::db::error_chain(&e) })?;
+        tx.batch_execute(&format!("GRANT USAGE, CREATE ON SCHEMA {} TO {grantee}", quote_ident(&schema))).await.map_err(|e| AccessError::Grant {
+            privileges: "CREATE".into(),
+            table: format!("schema {schema}"),
+            role: role.to_owned(),
+            reason: crate::db::error_chain(&e),
+        })?;
     }
     Ok(())
 }
@@ -207,7 +206,11 @@ pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &
 pub async fn run_setup(session: &(impl GenericClient + Sql), role: &str, statements: &[String]) -> Result<(), AccessError> {
     session.batch_execute(&format!("SET LOCAL ROLE {}", quote_ident(role))).await?;
     for statement in statements {
-        session.batch_execute(statement).await.map_err(|e| AccessError::Setup { statement: crate::text::clip(statement.clone(), 200), role: role.to_owned(), reason: crate::db::error_chain(&e) })?;
+        session.batch_execute(statement).await.map_err(|e| AccessError::Setup {
+            statement: crate::text::clip(statement.clone(), 200),
+            role: role.to_owned(),
+            reason: crate::db::error_chain(&e),
+        })?;
     }
     Ok(())
 }

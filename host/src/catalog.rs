@@ -13,12 +13,12 @@ use deadpool_postgres::{Object, Pool};
 use notify::{event::AccessKind, EventKind, RecursiveMode, Watcher};
 use tokio_util::sync::CancellationToken;
 
-use crate::plugin::{Loaded, LoadError, Plugin, PluginFile, Registry, Runtime};
 use crate::capability::db::Policy;
 use crate::config::{Config, ConfigError, TaskSettings};
-use crate::metrics::Metrics;
-use crate::{access, scheduler};
 use crate::db::Sql;
+use crate::metrics::Metrics;
+use crate::plugin::{LoadError, Loaded, Plugin, PluginFile, Registry, Runtime};
+use crate::{access, scheduler};
 
 /// How long the folder must be quiet before it is read: a file being copied in sends
 /// several events, and reading it half written would refuse it for nothing.
@@ -186,7 +186,8 @@ impl Folder {
     async fn forget_changed_schedules(&mut self, conn: &Object) -> bool {
         let tasks: Vec<String> = self.disagreeing.values().map(|(task, _)| task.clone()).collect();
         let Ok(now) = scheduler::applied::revisions(conn, &tasks).await else { return false };
-        let changed: Vec<PathBuf> = self.disagreeing.iter().filter(|(_, (task, revision))| now.get(task) != Some(revision)).map(|(path, _)| path.clone()).collect();
+        let changed: Vec<PathBuf> =
+            self.disagreeing.iter().filter(|(_, (task, revision))| now.get(task) != Some(revision)).map(|(path, _)| path.clone()).collect();
         for path in &changed {
             tracing::info!(file = %path.display(), "the stored schedule this file disagreed with changed: trying it again");
             self.refused.remove(path);
@@ -277,10 +278,8 @@ impl Folder {
 /// The `*.wasm` files directly in `dir`, sorted (the first file to claim a task keeps it).
 pub(crate) fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read plugins directory {}", dir.display()))?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
-        .collect();
+    let mut files: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file()).collect();
     files.sort();
     Ok(files)
 }

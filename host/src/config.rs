@@ -111,10 +111,8 @@ impl Config {
     }
 
     pub fn parse(file: &str, text: String) -> Result<Config, ConfigError> {
-        let parsed: File = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            file: file.to_owned(),
-            message: e.to_string().trim_end().replace('\n', " "),
-        })?;
+        let parsed: File =
+            toml::from_str(&text).map_err(|e| ConfigError::Parse { file: file.to_owned(), message: e.to_string().trim_end().replace('\n', " ") })?;
         Ok(Config { file: file.to_owned(), text, parsed })
     }
 
@@ -137,9 +135,7 @@ impl Config {
             None => None,
         };
         let horizon = match &o.horizon {
-            Some(h) => Some(
-                humantime::parse_duration(h.get_ref()).or_else(|e| self.invalid(h.span(), format!("horizon {:?}: {e}", h.get_ref())))?,
-            ),
+            Some(h) => Some(humantime::parse_duration(h.get_ref()).or_else(|e| self.invalid(h.span(), format!("horizon {:?}: {e}", h.get_ref())))?),
             None => None,
         };
         let period = match &o.period {
@@ -181,7 +177,10 @@ impl Config {
             // Every `config.get` copies the value into the plugin's memory.
             if setting.value.len() > SETTING_MAX_BYTES {
                 let what = if setting.secret { "the variable it reads" } else { "its value" };
-                return self.invalid(value.span(), format!("setting {:?} of task {:?}: {what} is {} bytes; the limit is {SETTING_MAX_BYTES}", name.get_ref(), spec.name, setting.value.len()));
+                return self.invalid(
+                    value.span(),
+                    format!("setting {:?} of task {:?}: {what} is {} bytes; the limit is {SETTING_MAX_BYTES}", name.get_ref(), spec.name, setting.value.len()),
+                );
             }
             values.insert(name.get_ref().clone(), setting);
         }
@@ -227,7 +226,8 @@ impl Config {
             if loaded.contains(task) {
                 continue;
             } else if registered.contains(task) {
-                warnings.push(format!("{}:{line}: task {task:?} has no plugin in this host's folder; its section applies on the hosts that serve it", self.file));
+                warnings
+                    .push(format!("{}:{line}: task {task:?} has no plugin in this host's folder; its section applies on the hosts that serve it", self.file));
             } else if !failed.is_empty() {
                 warnings.push(format!("{}:{line}: task {task:?} is not loaded here; plugin files that failed to load: {}", self.file, failed.join("; ")));
             } else {
@@ -250,7 +250,11 @@ impl Config {
             }
         }
         if let Some(zone) = &o.zone {
-            spec.zone = zone.get_ref().trim().parse().or_else(|_| self.invalid(zone.span(), crate::calendar::CalendarError::Zone(zone.get_ref().clone()).to_string()))?;
+            spec.zone = zone
+                .get_ref()
+                .trim()
+                .parse()
+                .or_else(|_| self.invalid(zone.span(), crate::calendar::CalendarError::Zone(zone.get_ref().clone()).to_string()))?;
         }
         if let (Some(schedule), true) = (&spec.schedule, o.cron.is_some() || o.zone.is_some()) {
             let cron = o.cron.as_ref().map_or(schedule.cron().to_owned(), |c| c.get_ref().clone());

@@ -76,7 +76,13 @@ pub async fn run(
     commit: bool,
 ) -> anyhow::Result<Tried> {
     let applied = plugin.applied();
-    let job = Job { task: plugin.name().to_owned(), slot: applied.wit_slot(&applied.slot_at(slot), &applied.period_label(slot)), key: key.to_owned(), attempt: 1, payload };
+    let job = Job {
+        task: plugin.name().to_owned(),
+        slot: applied.wit_slot(&applied.slot_at(slot), &applied.period_label(slot)),
+        key: key.to_owned(),
+        attempt: 1,
+        payload,
+    };
     within((pool, logins), runtime, plugin, commit, |conn| async move {
         let (called, trace) = plugin.run_traced(&conn, &job).await;
         (called.result.map(|()| Vec::new()).map_err(|e| e.to_string()), trace)
@@ -85,7 +91,14 @@ pub async fn run(
 }
 
 /// `plan` of one slot, page by page (at most `limit` keys in all).
-pub async fn plan((pool, logins): (&Pool, &Logins), runtime: &Runtime, plugin: &Plugin, slot: DateTime<Utc>, limit: u32, commit: bool) -> anyhow::Result<Tried> {
+pub async fn plan(
+    (pool, logins): (&Pool, &Logins),
+    runtime: &Runtime,
+    plugin: &Plugin,
+    slot: DateTime<Utc>,
+    limit: u32,
+    commit: bool,
+) -> anyhow::Result<Tried> {
     let applied = plugin.applied();
     let wit_slot = applied.wit_slot(&applied.slot_at(slot), &applied.period_label(slot));
     within((pool, logins), runtime, plugin, commit, |conn| async move {

@@ -8,9 +8,9 @@ use deadpool_postgres::Pool;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::{Folder, Refusal};
 use crate::db::SessionSettings;
 use crate::metrics::Metrics;
-use crate::catalog::{Folder, Refusal};
 use crate::plugin::{Limits, Loaded, Registry, Runtime};
 use crate::{access, executor, migrate, outbox, scheduler};
 
@@ -237,4 +237,3 @@ impl Host {
         Ok(())
     }
 }
-

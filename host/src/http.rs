@@ -67,9 +67,7 @@ impl Observed {
 
 /// Bind `addr` now (so a taken port is an error at start), then serve until `shutdown`.
 pub async fn bind(addr: std::net::SocketAddr, observed: Arc<Observed>, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
     tracing::info!(address = %listener.local_addr()?, "serving /metrics, /healthz, /readyz and the dashboard");
     if !addr.ip().is_loopback() {
         tracing::warn!(

@@ -11,9 +11,9 @@ use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
+use crate::bindings::almanac::plugin as wit;
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::bindings::exports::almanac::plugin::task::TaskError;
-use crate::bindings::almanac::plugin as wit;
 use crate::bindings::Transaction;
 use crate::capability::config::Settings;
 use crate::capability::db::{Ending, Lent, Policy, Session, Trace};
@@ -69,13 +69,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits {
-            memory_bytes: 64 << 20,
-            instances: 64,
-            allow_functions: Vec::new(),
-            deny_functions: Vec::new(),
-            max_timeout: Duration::from_secs(15 * 60),
-        }
+        Limits { memory_bytes: 64 << 20, instances: 64, allow_functions: Vec::new(), deny_functions: Vec::new(), max_timeout: Duration::from_secs(15 * 60) }
     }
 }
 
@@ -166,9 +160,7 @@ impl Runtime {
             .linear_memory_keep_resident(KEEP_RESIDENT)
             .table_keep_resident(KEEP_RESIDENT);
         let mut config = Config::new();
-        config
-            .epoch_interruption(true)
-            .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        config.epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(wasm_error)?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm_error)?;
@@ -223,10 +215,7 @@ impl Runtime {
             settings: arc_swap::ArcSwap::from_pointee(Settings::default()),
             suspended: std::sync::atomic::AtomicBool::new(false),
         };
-        let info = plugin
-            .describe()
-            .await
-            .map_err(|e| LoadError::Describe { file: name.clone(), reason: e.to_string() })?;
+        let info = plugin.describe().await.map_err(|e| LoadError::Describe { file: name.clone(), reason: e.to_string() })?;
         plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file: name.clone(), reason })?;
         if plugin.spec.timeout > self.limits.max_timeout {
             tracing::warn!(
@@ -253,8 +242,7 @@ impl Runtime {
                 return Ok(component);
             }
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| LoadError::Invalid { file: file.into(), reason: format!("{e:#}") })?;
+        let component = Component::new(&self.engine, bytes).map_err(|e| LoadError::Invalid { file: file.into(), reason: format!("{e:#}") })?;
         if let Some(path) = &cached {
             if let Err(e) = write_cache(path, &component) {
                 tracing::warn!(path = %path.display(), "could not cache compiled plugin: {e:#}");
@@ -385,18 +373,26 @@ impl Plugin {
         let timeout = self.spec.timeout;
         let deadline = Instant::now() + timeout;
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
-        let wasi = wasmtime_wasi::WasiCtxBuilder::new()
-            .stderr(stderr.clone())
-            .wall_clock(NoClock)
-            .monotonic_clock(NoClock)
-            .build();
+        let wasi = wasmtime_wasi::WasiCtxBuilder::new().stderr(stderr.clone()).wall_clock(NoClock).monotonic_clock(NoClock).build();
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
             limiter: MemoryCap(self.runtime.limits.memory_bytes),
             db: {
-                let session = Session::new(fields.task.clone(), conn, deadline, self.runtime.policy.clone(), self.role.clone(), self.runtime.limits.memory_bytes, self.runtime.cancel_tls.clone());
-                if traced { session.traced() } else { session }
+                let session = Session::new(
+                    fields.task.clone(),
+                    conn,
+                    deadline,
+                    self.runtime.policy.clone(),
+                    self.role.clone(),
+                    self.runtime.limits.memory_bytes,
+                    self.runtime.cancel_tls.clone(),
+                );
+                if traced {
+                    session.traced()
+                } else {
+                    session
+                }
             },
             log: Logger::new(fields),
             config: (*self.settings.load_full()).clone(),
@@ -445,12 +441,7 @@ impl Plugin {
     }
 
     async fn run_lent(&self, lent: Lent, job: &Job, traced: bool) -> (Called<()>, Trace) {
-        let fields = CallFields {
-            plugin: self.spec.name.clone(),
-            task: job.task.clone(),
-            slot: job.slot.label.clone(),
-            key: job.key.clone(),
-        };
+        let fields = CallFields { plugin: self.spec.name.clone(), task: job.task.clone(), slot: job.slot.label.clone(), key: job.key.clone() };
         let (mut store, _) = self.store(lent, fields, traced);
         let (instance, tx) = match self.ready(&mut store).await {
             Ok(ready) => ready,
@@ -500,21 +491,12 @@ pub struct Called<T> {
 
 /// Lend the call's transaction: the guest receives a borrow, valid for this call only.
 fn lend(store: &mut Store<HostState>) -> Result<Resource<Transaction>, CallError> {
-    let owned = store
-        .data_mut()
-        .table
-        .push(Transaction)
-        .map_err(|e| CallError::Instantiate(e.to_string()))?;
+    let owned = store.data_mut().table.push(Transaction).map_err(|e| CallError::Instantiate(e.to_string()))?;
     Ok(Resource::new_borrow(owned.rep()))
 }
 
 /// Turn what a call returned into the job's verdict.
-fn finish<T>(
-    store: &Store<HostState>,
-    outcome: Option<wasmtime::Result<Result<T, TaskError>>>,
-    timeout: Duration,
-    memory: usize,
-) -> Called<T> {
+fn finish<T>(store: &Store<HostState>, outcome: Option<wasmtime::Result<Result<T, TaskError>>>, timeout: Duration, memory: usize) -> Called<T> {
     let state = store.data();
     let ending = state.db.ending().clone();
     let result = verdict(state, &ending, outcome, timeout, memory);
@@ -530,18 +512,12 @@ fn verdict<T>(
 ) -> Result<T, CallError> {
     use crate::text::{clip, MAX_ERROR};
     if ending.broken {
-        return Err(CallError::ConnectionLost(
-            ending.failure.as_ref().map_or_else(|| "the connection did not answer a cancel".into(), |f| f.message.clone()),
-        ));
+        return Err(CallError::ConnectionLost(ending.failure.as_ref().map_or_else(|| "the connection did not answer a cancel".into(), |f| f.message.clone())));
     }
     let Some(outcome) = outcome else {
         return Err(CallError::ConnectionLost(format!("the call did not return within {:?}", timeout + HARD_DEADLINE_SLACK)));
     };
-    let db_failure = ending.failure.clone().map(|f| CallError::Db {
-        sqlstate: f.sqlstate,
-        message: f.message,
-        retryable: f.retryable,
-    });
+    let db_failure = ending.failure.clone().map(|f| CallError::Db { sqlstate: f.sqlstate, message: f.message, retryable: f.retryable });
     match outcome {
         Err(trap) => {
             if ending.deadline_hit || matches!(trap.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {

@@ -107,7 +107,15 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         };
         out.push_str(&format!(
             "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
-            task, at(s.cursor), at(s.next_slot), s.pending, s.running, s.done, s.failed, oldest, column
+            task,
+            at(s.cursor),
+            at(s.next_slot),
+            s.pending,
+            s.running,
+            s.done,
+            s.failed,
+            oldest,
+            column
         ));
         if let Some(error) = below {
             out.push_str(&format!("    last error: {error}\n"));

@@ -84,14 +84,10 @@ impl TaskSpec {
     }
 
     pub(crate) fn from_info(info: TaskInfo) -> Result<TaskSpec, String> {
-        let name_ok = !info.name.is_empty()
-            && info.name.len() <= 64
-            && info.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        let name_ok =
+            !info.name.is_empty() && info.name.len() <= 64 && info.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
         if !name_ok {
-            return Err(format!(
-                "task name {:?} is invalid: use 1-64 lowercase letters, digits, '-' and '_'",
-                info.name
-            ));
+            return Err(format!("task name {:?} is invalid: use 1-64 lowercase letters, digits, '-' and '_'", info.name));
         }
         let schedule = match &info.schedule {
             Some(cron) => Some(Schedule::new(cron, &info.zone).map_err(|e| format!("task {:?}: {e}", info.name))?),
@@ -100,7 +96,8 @@ impl TaskSpec {
         let zone = info.zone.trim().parse::<chrono_tz::Tz>().map_err(|_| format!("task {:?}: unknown time zone {:?}", info.name, info.zone))?;
         let mut settings: Vec<SettingSpec> = Vec::new();
         for s in info.settings {
-            let name_ok = !s.name.is_empty() && s.name.len() <= 64 && s.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+            let name_ok =
+                !s.name.is_empty() && s.name.len() <= 64 && s.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
             if !name_ok {
                 return Err(format!("task {:?}: setting name {:?} is invalid: use 1-64 lowercase letters, digits, '-' and '_'", info.name, s.name));
             }
@@ -161,9 +158,7 @@ impl std::str::FromStr for CatchUp {
             "all" => Ok(CatchUp::All),
             "latest" => Ok(CatchUp::Latest),
             _ => match text.strip_prefix("window=") {
-                Some(d) => humantime::parse_duration(d)
-                    .map(CatchUp::Window)
-                    .map_err(|e| format!("catch_up {text:?}: invalid duration: {e}")),
+                Some(d) => humantime::parse_duration(d).map(CatchUp::Window).map_err(|e| format!("catch_up {text:?}: invalid duration: {e}")),
                 None => Err(format!("catch_up {text:?}: expected all, latest or window=<duration> (e.g. window=3d)")),
             },
         }
@@ -237,12 +232,7 @@ impl Applied {
     /// A slot of this schedule as the plugin sees it (WIT `slot`), labelled with the
     /// period it is for.
     pub fn wit_slot(&self, slot: &Slot, period: &str) -> WitSlot {
-        WitSlot {
-            start: slot.start.timestamp_micros(),
-            end: slot.end.timestamp_micros(),
-            label: period.to_owned(),
-            zone: self.zone.name().to_owned(),
-        }
+        WitSlot { start: slot.start.timestamp_micros(), end: slot.end.timestamp_micros(), label: period.to_owned(), zone: self.zone.name().to_owned() }
     }
 }
 
@@ -268,4 +258,3 @@ pub fn format_duration(d: std::time::Duration) -> String {
         _ => format!("{secs}s"),
     }
 }
-

@@ -63,16 +63,14 @@ pub fn client_config(verify: &Verify, identity: Option<Identity>) -> Result<Clie
     let builder = builder.dangerous().with_custom_certificate_verifier(verifier);
     match identity {
         None => Ok(builder.with_no_client_auth()),
-        Some(Identity { chain, key, files: (cert, key_file) }) => builder
-            .with_client_auth_cert(chain, key)
-            .map_err(|e| TlsError::ClientAuth { cert, key: key_file, cause: e.to_string() }),
+        Some(Identity { chain, key, files: (cert, key_file) }) => {
+            builder.with_client_auth_cert(chain, key).map_err(|e| TlsError::ClientAuth { cert, key: key_file, cause: e.to_string() })
+        }
     }
 }
 
 fn webpki(roots: &Arc<RootCertStore>, provider: Arc<CryptoProvider>) -> Arc<WebPkiServerVerifier> {
-    WebPkiServerVerifier::builder_with_provider(roots.clone(), provider)
-        .build()
-        .expect("a root store with at least one certificate")
+    WebPkiServerVerifier::builder_with_provider(roots.clone(), provider).build().expect("a root store with at least one certificate")
 }
 
 /// The certificates in a PEM file.

@@ -58,27 +58,32 @@ async fn an_application_enqueues_in_its_own_transaction() {
     let keys = "ARRAY(SELECT 'many-' || g FROM generate_series(1, 10000) g)";
     let n: i32 = app.query_one(&format!("SELECT almanac.enqueue_many('fixture-attacker', {slot}, {keys})"), &[]).await.unwrap().get(0);
     assert_eq!(n, 10_000);
-    let n: i32 = app.query_one(&format!("SELECT almanac.enqueue_many('fixture-attacker', {slot}, {keys} || ARRAY['many-x', 'many-x'])"), &[]).await.unwrap().get(0);
+    let n: i32 =
+        app.query_one(&format!("SELECT almanac.enqueue_many('fixture-attacker', {slot}, {keys} || ARRAY['many-x', 'many-x'])"), &[]).await.unwrap().get(0);
     assert_eq!(n, 1, "existing keys and repeats are no-ops");
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key LIKE 'many-%' AND status = 'done'", 10_001, Duration::from_secs(120)).await;
 
     // A future slot waits for its start; an off-calendar slot needs asking.
     let (code, text) = refused(&app, "SELECT almanac.enqueue('fixture-attacker', '2026-06-01T00:00:00Z', 'k')").await;
     assert_eq!(code, "22023");
-    assert!(text.contains("slot 2026-06-01 00:00:00+00 (2026-06-01 00:00:00 in UTC) is not on task \"fixture-attacker\"'s calendar (cron \"0 0 1 1 *\")"), "{text}");
+    assert!(
+        text.contains("slot 2026-06-01 00:00:00+00 (2026-06-01 00:00:00 in UTC) is not on task \"fixture-attacker\"'s calendar (cron \"0 0 1 1 *\")"),
+        "{text}"
+    );
     assert!(text.contains("off_calendar => true"), "{text}");
-    let created: bool = app
-        .query_one("SELECT almanac.enqueue('fixture-attacker', '2027-06-01T00:00:00Z', 'later', off_calendar => true)", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let created: bool =
+        app.query_one("SELECT almanac.enqueue('fixture-attacker', '2027-06-01T00:00:00Z', 'later', off_calendar => true)", &[]).await.unwrap().get(0);
     assert!(created);
     let waits: DateTime<Utc> = db.client.query_one("SELECT run_after FROM almanac.jobs WHERE key = 'later'", &[]).await.unwrap().get(0);
     assert_eq!(waits.to_rfc3339(), "2027-06-01T00:00:00+00:00");
 
     // Clear refusals, each with its SQLSTATE.
     for (sql, code, text) in [
-        ("SELECT almanac.enqueue('nope', '2026-01-01T00:00:00Z', 'k')", "42704", "no task \"nope\": no host has registered it (hint: known tasks: fixture-attacker)"),
+        (
+            "SELECT almanac.enqueue('nope', '2026-01-01T00:00:00Z', 'k')",
+            "42704",
+            "no task \"nope\": no host has registered it (hint: known tasks: fixture-attacker)",
+        ),
         ("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', '')", "22023", "key must not be empty"),
         ("SELECT almanac.enqueue('fixture-attacker', NULL, 'k')", "22004", "slot must not be NULL"),
         ("SELECT almanac.enqueue(NULL, '2026-01-01T00:00:00Z', 'k')", "22004", "task must not be NULL"),
@@ -101,7 +106,11 @@ async fn an_application_enqueues_in_its_own_transaction() {
         ("SELECT almanac.enqueue('fixture-attacker', '-infinity', 'k', off_calendar => true)", "22023", "slot -infinity is outside years 1 to 9999"),
         ("SELECT almanac.enqueue('fixture-attacker', 'infinity', 'k', off_calendar => true)", "22023", "slot infinity is outside years 1 to 9999"),
         ("SELECT almanac.enqueue('fixture-attacker', '200000-01-01T00:00:00Z', 'k', off_calendar => true)", "22023", "is outside years 1 to 9999"),
-        ("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'k', run_after => 'infinity')", "22023", "run_after infinity is outside years 1 to 9999"),
+        (
+            "SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'k', run_after => 'infinity')",
+            "22023",
+            "run_after infinity is outside years 1 to 9999",
+        ),
         // The role holds EXECUTE on the two functions and nothing else.
         ("SELECT count(*) FROM almanac.jobs", "42501", "permission denied for table jobs"),
         ("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-attacker', now(), 'forged')", "42501", "permission denied for table jobs"),
@@ -133,13 +142,7 @@ async fn the_published_calendar_agrees_with_the_hosts() {
         ("15 */6 * * * *", "Pacific/Chatham"),
     ] {
         let schedule = almanac::calendar::Schedule::new(cron, zone).unwrap();
-        db.client
-            .execute(
-                "UPDATE almanac.schedules SET cron = $1, zone = $2, calendar = $3",
-                &[&cron, &zone, &schedule.published_json(now)],
-            )
-            .await
-            .unwrap();
+        db.client.execute("UPDATE almanac.schedules SET cron = $1, zone = $2, calendar = $3", &[&cron, &zone, &schedule.published_json(now)]).await.unwrap();
         let from = now - chrono::Duration::days(200);
         // Inside the published window (400 days either side of today).
         let until = now + chrono::Duration::days(390);
@@ -213,10 +216,7 @@ async fn the_readme_examples_run() {
 
     let jobs: Vec<(String, serde_json::Value, bool)> = db
         .client
-        .query(
-            "SELECT j.key, j.payload, j.slot = o.placed_at FROM almanac.jobs j JOIN orders o ON j.key = 'order-' || o.id ORDER BY j.key",
-            &[],
-        )
+        .query("SELECT j.key, j.payload, j.slot = o.placed_at FROM almanac.jobs j JOIN orders o ON j.key = 'order-' || o.id ORDER BY j.key", &[])
         .await
         .unwrap()
         .iter()
@@ -251,11 +251,8 @@ async fn an_application_given_one_task_enqueues_into_it_alone() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.trim(), format!("{role} may enqueue into fixture-attacker"));
     let shop = crate::support::connect(&format!("{} user={role}", db.url)).await;
-    let created: bool = shop
-        .query_one("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'mine', off_calendar => true)", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let created: bool =
+        shop.query_one("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'mine', off_calendar => true)", &[]).await.unwrap().get(0);
     assert!(created);
     for sql in [
         "SELECT almanac.enqueue('daily-points', '2026-03-07T16:00:00Z', '1', off_calendar => true)",

@@ -15,12 +15,7 @@ fn shanghai_midnights() -> Schedule {
 async fn latest_slot(db: &TestDb) -> DateTime<Utc> {
     let now: DateTime<Utc> = db.client.query_one("SELECT now()", &[]).await.unwrap().get(0);
     let schedule = shanghai_midnights();
-    schedule
-        .slots_after(now - chrono::Duration::days(2))
-        .take_while(|s| s.start <= now)
-        .last()
-        .expect("a midnight in the last two days")
-        .start
+    schedule.slots_after(now - chrono::Duration::days(2)).take_while(|s| s.start <= now).last().expect("a midnight in the last two days").start
 }
 
 fn config_file(text: &str) -> tempfile::NamedTempFile {
@@ -53,20 +48,15 @@ async fn ten_days_of_downtime_catch_up_as_the_policy_says() {
         let cursor: DateTime<Utc> = db.client.query_one("SELECT generated_through FROM almanac.schedules", &[]).await.unwrap().get(0);
         assert_eq!(cursor, latest, "{policy}: cursor");
         // The newest slots are the generated ones; every skip says why.
-        let newest: DateTime<Utc> =
-            db.client.query_one("SELECT min(slot) FROM almanac.slots WHERE status = 'generated'", &[]).await.unwrap().get(0);
+        let newest: DateTime<Utc> = db.client.query_one("SELECT min(slot) FROM almanac.slots WHERE status = 'generated'", &[]).await.unwrap().get(0);
         assert_eq!(newest, latest - chrono::Duration::days(generated - 1), "{policy}");
         let unexplained = db.count("SELECT count(*) FROM almanac.slots WHERE status = 'skipped' AND reason IS NULL").await;
         assert_eq!(unexplained, 0);
         if policy == "latest" {
-            let reason: String =
-                db.client.query_one("SELECT min(reason) FROM almanac.slots WHERE status = 'skipped'", &[]).await.unwrap().get(0);
+            let reason: String = db.client.query_one("SELECT min(reason) FROM almanac.slots WHERE status = 'skipped'", &[]).await.unwrap().get(0);
             assert_eq!(reason, "catch-up latest: a newer slot is due");
         }
-        assert_eq!(
-            db.client.query_one("SELECT count(*) FROM accounts WHERE points <> $1", &[&(10 * generated)]).await.unwrap().get::<_, i64>(0),
-            0
-        );
+        assert_eq!(db.client.query_one("SELECT count(*) FROM accounts WHERE points <> $1", &[&(10 * generated)]).await.unwrap().get::<_, i64>(0), 0);
         host.stop().await;
     }
 }
@@ -82,8 +72,7 @@ async fn slots_do_not_depend_on_the_process_or_session_time_zone() {
     let mut host = HostProc::spawn_with_env(&db, plugins.path(), &[], &[("TZ", "America/Los_Angeles"), ("PGTZ", "Asia/Kolkata")]);
     db.wait_count("SELECT count(*) FROM almanac.slots", 3, Duration::from_secs(30)).await;
     host.stop().await;
-    let stored: Vec<DateTime<Utc>> =
-        db.client.query("SELECT slot FROM almanac.slots ORDER BY slot", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let stored: Vec<DateTime<Utc>> = db.client.query("SELECT slot FROM almanac.slots ORDER BY slot", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     let expected: Vec<DateTime<Utc>> = (0..3).rev().map(|d| latest - chrono::Duration::days(d)).collect();
     assert_eq!(stored, expected);
     // Shanghai midnight is 16:00 UTC the day before, whatever the zones around it.
@@ -181,7 +170,10 @@ async fn configuration_mistakes_stop_the_start_and_name_the_line() {
     let db = TestDb::new().await;
     let plugins = plugin_dir(&["daily_points"]);
     let cases = [
-        ("[tasks.daily-points]\ncron = \"0 0 * * *\"\n\n[tasks.nope]\npaused = true\n", ":4: unknown task \"nope\" (loaded: daily-points; no host has registered it)"),
+        (
+            "[tasks.daily-points]\ncron = \"0 0 * * *\"\n\n[tasks.nope]\npaused = true\n",
+            ":4: unknown task \"nope\" (loaded: daily-points; no host has registered it)",
+        ),
         ("[tasks.daily-points]\nzone = \"Asia/Shanghai\"\ncron = \"0 25 * * *\"\n", ":3: invalid cron expression \"0 25 * * *\""),
         ("[tasks.daily-points]\nzone = \"Mars/Olympus\"\n", ":2: unknown time zone \"Mars/Olympus\""),
         ("[tasks.daily-points]\ncatch_up = \"sometimes\"\n", ":2: catch_up \"sometimes\": expected all, latest or window=<duration>"),
@@ -225,9 +217,6 @@ async fn schedules_can_be_listed_previewed_paused_and_resumed() {
     // A task's preview uses its schedule as stored.
     let (ok, preview, _) = almanac(&["slots", "daily-points", "--from", "2026-03-08", "--to", "2026-03-10", "--json"]);
     assert!(ok);
-    let starts: Vec<String> = preview
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["start"].as_str().unwrap().to_owned())
-        .collect();
+    let starts: Vec<String> = preview.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["start"].as_str().unwrap().to_owned()).collect();
     assert_eq!(starts, ["2026-03-07T16:00:00Z", "2026-03-08T16:00:00Z"]);
 }

@@ -6,11 +6,7 @@ use std::time::Duration;
 use crate::support::{plugin_dir, HostProc, TestDb};
 
 async fn last_error(db: &TestDb, key: &str) -> (String, String, i32) {
-    let row = db
-        .client
-        .query_one("SELECT status, coalesce(last_error, ''), attempts FROM almanac.jobs WHERE key = $1", &[&key])
-        .await
-        .unwrap();
+    let row = db.client.query_one("SELECT status, coalesce(last_error, ''), attempts FROM almanac.jobs WHERE key = $1", &[&key]).await.unwrap();
     (row.get(0), row.get(1), row.get(2))
 }
 
@@ -94,14 +90,17 @@ async fn plan_mistakes_are_refused_and_the_cursor_waits() {
     for (mode, error, db, mut host, cursor) in runs {
         match error {
             Some(error) => {
-                host.wait_log(&format!("plan of fixture-badplan for slot {}", (cursor + chrono::Duration::minutes(1)).format("%Y-%m-%dT%H:%M+00:00")), Duration::from_secs(30)).await;
+                host.wait_log(
+                    &format!("plan of fixture-badplan for slot {}", (cursor + chrono::Duration::minutes(1)).format("%Y-%m-%dT%H:%M+00:00")),
+                    Duration::from_secs(30),
+                )
+                .await;
                 let log = host.log();
                 assert!(log.contains(error), "{mode}: want {error:?} in:\n{log}");
                 // The plan's fault is the task's, with its own backoff: the scheduler's
                 // connection is fine and is kept.
                 assert!(!log.contains("scheduler lost its database connection"), "{mode}:\n{log}");
-                let now: chrono::DateTime<chrono::Utc> =
-                    db.client.query_one("SELECT generated_through FROM almanac.schedules", &[]).await.unwrap().get(0);
+                let now: chrono::DateTime<chrono::Utc> = db.client.query_one("SELECT generated_through FROM almanac.schedules", &[]).await.unwrap().get(0);
                 assert_eq!(now, cursor, "{mode}: the cursor did not move");
                 assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 0, "{mode}: no jobs");
             }
@@ -145,14 +144,20 @@ async fn a_section_for_a_plugin_that_failed_to_load_or_lives_elsewhere_is_a_warn
     std::fs::write(plugins.path().join("cleanup_sessions.wasm"), b"\0asm\x0d\0\x01\0\xff\xff").unwrap();
     let config_dir = tempfile::tempdir().unwrap();
     let config = config_dir.path().join("almanac.toml");
-    std::fs::write(&config, "[tasks.cleanup-sessions]\npaused = true\n\n[tasks.monthly-invoice]\npaused = true\n\n[tasks.daily-points]\ncatch_up = \"latest\"\n").unwrap();
+    std::fs::write(
+        &config,
+        "[tasks.cleanup-sessions]\npaused = true\n\n[tasks.monthly-invoice]\npaused = true\n\n[tasks.daily-points]\ncatch_up = \"latest\"\n",
+    )
+    .unwrap();
     let mut host = HostProc::spawn(&db, plugins.path(), &["--config", config.to_str().unwrap()]);
     db.enqueue("daily-points", "2026-03-07T16:00:00Z", &["1", "2"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 2, Duration::from_secs(30)).await;
     let log = host.log();
     let dir = plugins.path().display();
     for line in [
-        format!("almanac.toml:1: task \"cleanup-sessions\" is not loaded here; plugin files that failed to load: {dir}/cleanup_sessions.wasm: invalid component"),
+        format!(
+            "almanac.toml:1: task \"cleanup-sessions\" is not loaded here; plugin files that failed to load: {dir}/cleanup_sessions.wasm: invalid component"
+        ),
         "almanac.toml:4: task \"monthly-invoice\" has no plugin in this host's folder".to_owned(),
     ] {
         assert!(log.contains(&line), "missing {line:?} in log:\n{log}");

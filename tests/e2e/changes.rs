@@ -40,7 +40,10 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
     let mut b = HostProc::spawn(&db, others.path(), &["--config", &every_3s]);
     b.wait_log("task \"fixture-minutely\" is not served here", Duration::from_secs(30)).await;
     let log = b.log();
-    assert!(log.contains("b.toml:1 says cron \"*/3 * * * * *\" in UTC, catch_up all, period slot, horizon 30d, but the schedule every host runs by (register by"), "{log}");
+    assert!(
+        log.contains("b.toml:1 says cron \"*/3 * * * * *\" in UTC, catch_up all, period slot, horizon 30d, but the schedule every host runs by (register by"),
+        "{log}"
+    );
     assert!(log.contains("is cron \"*/10 * * * * *\" in UTC") && log.contains("`almanac apply` with this file"), "{log}");
     db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["p"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-permanent' AND status = 'failed'", 1, Duration::from_secs(30)).await;
@@ -55,16 +58,11 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
     assert_eq!(stored_cron(&db).await, "*/10 * * * * *");
 
     // Applied: recorded with who, from what, to what; A follows.
-    let (code, out, err) =
-        almanac(&db, &["apply", "--plugins", &plugins.path().display().to_string(), "--config", &every_3s, "--reason", "faster demo"]);
+    let (code, out, err) = almanac(&db, &["apply", "--plugins", &plugins.path().display().to_string(), "--config", &every_3s, "--reason", "faster demo"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("fixture-minutely: changed: cron \"*/10 * * * * *\" -> \"*/3 * * * * *\""), "{out}");
     assert_eq!(stored_cron(&db).await, "*/3 * * * * *");
-    let change = db
-        .client
-        .query_one("SELECT before, after, by_role, origin, reason FROM almanac.changes WHERE action = 'apply'", &[])
-        .await
-        .unwrap();
+    let change = db.client.query_one("SELECT before, after, by_role, origin, reason FROM almanac.changes WHERE action = 'apply'", &[]).await.unwrap();
     let (before, after): (serde_json::Value, serde_json::Value) = (change.get(0), change.get(1));
     assert_eq!((before["cron"].as_str(), after["cron"].as_str()), (Some("*/10 * * * * *"), Some("*/3 * * * * *")));
     assert!(change.get::<_, String>(3).starts_with("almanac apply on "));
@@ -77,7 +75,8 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
 
     // The old calendar's last slot covers [from, end): nothing of the new one starts
     // inside it; the new one runs from `end` on.
-    let moved: Option<(DateTime<Utc>, DateTime<Utc>)> = before["cursor"].as_str().map(|f| (f.parse().unwrap(), after["cursor"].as_str().unwrap().parse().unwrap()));
+    let moved: Option<(DateTime<Utc>, DateTime<Utc>)> =
+        before["cursor"].as_str().map(|f| (f.parse().unwrap(), after["cursor"].as_str().unwrap().parse().unwrap()));
     let (from, to) = moved.expect("the cursor was a generated slot, so the new calendar takes over at its end");
     assert!(to > from && to < from + chrono::Duration::seconds(10), "{from} -> {to}");
     let end = from + chrono::Duration::seconds(10);
@@ -108,16 +107,13 @@ async fn cursor_pause_discard_and_forget_are_recorded() {
     assert!(code == 1 && err.contains("--to") && err.contains("RFC 3339"), "{err}");
     let (code, _, err) = almanac(&db, &["cursor", "fixture-minutly", "--to", "now"]);
     assert!(code == 1 && err.contains("no task \"fixture-minutly\""), "{err}");
-    assert_eq!(almanac(&db, &["pause", "fixture-minutely", "--reason", "audit"]).1.trim(), "fixture-minutely paused: no new slots are generated; jobs already generated or enqueued still run (`almanac hold fixture-minutely` stops them)");
+    assert_eq!(
+        almanac(&db, &["pause", "fixture-minutely", "--reason", "audit"]).1.trim(),
+        "fixture-minutely paused: no new slots are generated; jobs already generated or enqueued still run (`almanac hold fixture-minutely` stops them)"
+    );
     assert_eq!(almanac(&db, &["pause", "fixture-minutely"]).1.trim(), "fixture-minutely already paused (nothing recorded)");
-    let actions: Vec<(String, Option<String>)> = db
-        .client
-        .query("SELECT action, reason FROM almanac.changes ORDER BY id", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect();
+    let actions: Vec<(String, Option<String>)> =
+        db.client.query("SELECT action, reason FROM almanac.changes ORDER BY id", &[]).await.unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
     assert_eq!(actions, vec![("cursor".into(), Some("replay november".into())), ("pause".into(), Some("audit".into()))]);
 
     // Discard one of two pending jobs: the host (schedule paused) runs only the other.
@@ -164,7 +160,8 @@ async fn backfill_takes_a_partial_folder_and_only_the_stored_calendar() {
     let config = write_config(&files, "almanac.toml", "[tasks.cleanup-sessions]\npaused = true\n\n[tasks.fixture-minutely]\ncatch_up = \"all\"\n");
     let dir = plugins.path().display().to_string();
     let backfill = |extra: &[&str]| {
-        let mut args = vec!["backfill", "fixture-minutely", "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-01T00:05:00Z", "--plugins", &dir, "--config", &config];
+        let mut args =
+            vec!["backfill", "fixture-minutely", "--from", "2026-11-01T00:00:00Z", "--to", "2026-11-01T00:05:00Z", "--plugins", &dir, "--config", &config];
         args.extend_from_slice(extra);
         almanac(&db, &args)
     };

@@ -79,10 +79,7 @@ async fn a_host_killed_inside_a_job_leaves_it_to_run_once_after_restart() {
     let mut first = HostProc::spawn(&db, plugins.path(), &["--workers", "1"]);
     // The job is inside its transaction: its effect row is written, not committed, and
     // the plugin is asleep in the database.
-    let sleeping = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND state = 'active' AND query LIKE 'SELECT pg_sleep%'",
-        db.name
-    );
+    let sleeping = format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND state = 'active' AND query LIKE 'SELECT pg_sleep%'", db.name);
     db.wait_count(&sleeping, 1, Duration::from_secs(30)).await;
     first.signal(libc::SIGKILL);
     first.wait(Duration::from_secs(10)).await;
@@ -105,13 +102,20 @@ async fn one_tasks_slow_jobs_leave_a_worker_for_the_others() {
     db.enqueue("fixture-sleeper", "2026-03-01T16:00:00Z", &["a", "b", "c", "d"]).await;
     let plugins = plugin_dir(&["daily_points", "fixture_sleeper"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "2"]);
-    let sleeping = format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND state = 'active' AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()", db.name);
+    let sleeping = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND state = 'active' AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()",
+        db.name
+    );
     db.wait_count(&sleeping, 1, Duration::from_secs(60)).await;
     db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'daily-points' AND status = 'done'", 1, Duration::from_secs(30)).await;
     // Without the share both workers would be asleep in the sleeper's jobs, and the
     // daily-points job would wait for the first of them to end.
-    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-sleeper' AND status = 'done'").await, 0, "done while the first slow job still ran");
+    assert_eq!(
+        db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-sleeper' AND status = 'done'").await,
+        0,
+        "done while the first slow job still ran"
+    );
     assert_eq!(db.count(&sleeping).await, 1, "the sleeper holds one worker, not two");
     host.stop().await;
 }

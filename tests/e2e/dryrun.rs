@@ -37,7 +37,14 @@ async fn a_dry_run_shows_every_statement_and_keeps_nothing_without_commit() {
     let settings = files.path().join("on-demand.toml");
     std::fs::write(&settings, "[tasks.fixture-settings.settings]\napi-key = \"k\"\n").unwrap();
     let (code, out, err) = almanac(&[
-        "plan", "fixture-settings", "--slot", "2026-03-08T00:00:00Z", "--plugins", &on_demand.path().display().to_string(), "--config", &settings.display().to_string(),
+        "plan",
+        "fixture-settings",
+        "--slot",
+        "2026-03-08T00:00:00Z",
+        "--plugins",
+        &on_demand.path().display().to_string(),
+        "--config",
+        &settings.display().to_string(),
     ]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(err.contains("task \"fixture-settings\" runs on demand: it has no schedule, so nothing plans its jobs") && !out.contains("keys ("), "{out}{err}");

@@ -31,7 +31,8 @@ async fn done_at_least(url: &str, want: i64, timeout: Duration, hosts: &[HostPro
             return Instant::now();
         }
         if Instant::now() >= deadline {
-            let logs: Vec<String> = hosts.iter().map(|h| h.log().lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")).collect();
+            let logs: Vec<String> =
+                hosts.iter().map(|h| h.log().lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")).collect();
             panic!("fewer than {want} jobs done after {timeout:?} (last: {:?}); the hosts' last lines:\n{}", ask(url, DONE).await, logs.join("\n----\n"));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -54,10 +55,15 @@ async fn hosts_follow_a_switchover_and_a_killed_primary_paying_every_account_onc
     let receiver = Receiver::start(Arc::new(|_| answer(200, "ok"))).await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("almanac.toml");
-    std::fs::write(&config, format!("[outbox.topics.points-awarded]\nsink = \"webhook\"\nurl = \"{}\"\ntimeout = \"5s\"\nmax_attempts = 100\n", receiver.url())).unwrap();
+    std::fs::write(
+        &config,
+        format!("[outbox.topics.points-awarded]\nsink = \"webhook\"\nurl = \"{}\"\ntimeout = \"5s\"\nmax_attempts = 100\n", receiver.url()),
+    )
+    .unwrap();
     let plugins = plugin_dir(&["points_notify"]);
     let config = config.display().to_string();
-    let args = ["--workers", "2", "--batch", "8", "--config", &config, "--outbox-poll-interval", "50ms", "--outbox-retry-base", "50ms", "--outbox-retry-max", "1s"];
+    let args =
+        ["--workers", "2", "--batch", "8", "--config", &config, "--outbox-poll-interval", "50ms", "--outbox-retry-base", "50ms", "--outbox-retry-max", "1s"];
     let started = Instant::now();
     let mut hosts: Vec<HostProc> = (0..3).map(|_| HostProc::spawn_url(&url, plugins.path(), &args, &[])).collect();
     let pids: Vec<i32> = hosts.iter().map(HostProc::pid).collect();

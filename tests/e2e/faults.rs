@@ -14,10 +14,7 @@ async fn last_error(db: &TestDb, task: &str) -> (String, String, i32) {
 }
 
 async fn enqueue(db: &TestDb, task: &str, key: &str) {
-    db.client
-        .execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ($1, '2026-01-01T00:00:00Z', $2)", &[&task, &key])
-        .await
-        .unwrap();
+    db.client.execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ($1, '2026-01-01T00:00:00Z', $2)", &[&task, &key]).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -40,7 +37,12 @@ async fn trap_loop_memory_bomb_and_commit_fail_alone() {
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 50, Duration::from_secs(60)).await;
 
     let (_, trap, attempts) = last_error(&db, "fixture-trap").await;
-    assert!(trap.starts_with("wasm trap: wasm `unreachable` instruction executed; plugin stderr: thread '<unnamed>' (1) panicked at plugins/fixtures/trap/src/lib.rs"), "{trap}");
+    assert!(
+        trap.starts_with(
+            "wasm trap: wasm `unreachable` instruction executed; plugin stderr: thread '<unnamed>' (1) panicked at plugins/fixtures/trap/src/lib.rs"
+        ),
+        "{trap}"
+    );
     assert!(trap.contains("fixture-trap refuses key k1"), "panic message kept: {trap}");
     assert_eq!(attempts, 1);
     // `status` shows the whole error, whose end (the panic message) is the useful part.
@@ -52,10 +54,7 @@ async fn trap_loop_memory_bomb_and_commit_fail_alone() {
     let (_, bomb, _) = last_error(&db, "fixture-membomb").await;
     assert_eq!(bomb, "plugin exceeded its memory limit of 64 MiB");
     let (_, commit, _) = last_error(&db, "fixture-commit").await;
-    assert_eq!(
-        commit,
-        "refused: COMMIT is transaction control, which belongs to the host (the job's transaction commits when `run` returns ok)"
-    );
+    assert_eq!(commit, "refused: COMMIT is transaction control, which belongs to the host (the job's transaction commits when `run` returns ok)");
     // The row it inserted before the COMMIT rolled back with the attempt.
     assert_eq!(db.count("SELECT count(*) FROM fixture_commit_effects").await, 0);
     assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points <> 10").await, 0);
@@ -108,18 +107,8 @@ async fn retries_end_done_after_three_attempts_or_failed_with_the_error() {
     enqueue(&db, "fixture-permanent", "k9").await;
     let plugins = plugin_dir(&["fixture_flaky", "fixture_permanent"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &[]);
-    db.wait_count(
-        "SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-flaky' AND status = 'done'",
-        1,
-        Duration::from_secs(30),
-    )
-    .await;
-    db.wait_count(
-        "SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-permanent' AND status = 'failed'",
-        1,
-        Duration::from_secs(30),
-    )
-    .await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-flaky' AND status = 'done'", 1, Duration::from_secs(30)).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-permanent' AND status = 'failed'", 1, Duration::from_secs(30)).await;
     let (_, error, attempts) = last_error(&db, "fixture-flaky").await;
     assert_eq!((error.as_str(), attempts), ("", 3));
     // Only the successful attempt's write survived; the failed ones rolled back.

@@ -28,11 +28,8 @@ async fn enqueue_attacks(db: &TestDb, attacks: &[(&str, serde_json::Value)]) {
 
 /// The stored outcome of one attack: (status, last_error).
 async fn outcome(db: &TestDb, key: &str) -> (String, String) {
-    let row = db
-        .client
-        .query_one("SELECT status, coalesce(last_error, '') FROM almanac.jobs WHERE task = 'fixture-attacker' AND key = $1", &[&key])
-        .await
-        .unwrap();
+    let row =
+        db.client.query_one("SELECT status, coalesce(last_error, '') FROM almanac.jobs WHERE task = 'fixture-attacker' AND key = $1", &[&key]).await.unwrap();
     (row.get(0), row.get(1))
 }
 
@@ -81,7 +78,9 @@ async fn role_escapes(batch: &str) {
     // With its role reset the session is still the plugin's login, a member of the
     // plugin's role alone: schema almanac, the host's sequences, another plugin's table
     // and the host's backends stay out of reach.
-    let denied = |what: &str| format!("database error 42501: permission denied for {what} (the plugin runs as role almanac_task_fixture-attacker, which may use only the tables its describe() declares)");
+    let denied = |what: &str| {
+        format!("database error 42501: permission denied for {what} (the plugin runs as role almanac_task_fixture-attacker, which may use only the tables its describe() declares)")
+    };
     let escaped = denied("schema almanac");
     let escape = |sql: &str| json!([{"query": format!("SELECT public.run_as_none('{}')", sql.replace('\'', "''"))}]);
     let refusals: Vec<(&str, serde_json::Value, String)> = vec![
@@ -90,8 +89,16 @@ async fn role_escapes(batch: &str) {
             json!([{"query": "SELECT * FROM ts_stat('SELECT to_tsvector(set_config(''role'', ''none'', true))')"}]),
             format!("refused: function ts_stat {NEVER}"),
         ),
-        ("ts-rewrite", json!([{"query": "SELECT ts_rewrite('a'::tsquery, 'SELECT ''a''::tsquery, ''b''::tsquery')"}]), format!("refused: function ts_rewrite {NEVER}")),
-        ("query-to-xml", json!([{"query": "SELECT query_to_xml('UPDATE accounts SET points = 0 RETURNING 1', true, true, '')"}]), format!("refused: function query_to_xml {NEVER}")),
+        (
+            "ts-rewrite",
+            json!([{"query": "SELECT ts_rewrite('a'::tsquery, 'SELECT ''a''::tsquery, ''b''::tsquery')"}]),
+            format!("refused: function ts_rewrite {NEVER}"),
+        ),
+        (
+            "query-to-xml",
+            json!([{"query": "SELECT query_to_xml('UPDATE accounts SET points = 0 RETURNING 1', true, true, '')"}]),
+            format!("refused: function query_to_xml {NEVER}"),
+        ),
         ("terminate", json!([{"query": "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"}]), format!("refused: function pg_terminate_backend {NEVER}")),
         ("advisory-lock", json!([{"query": "SELECT pg_advisory_lock(1)"}]), format!("refused: function pg_advisory_lock {NEVER}")),
         ("notify", json!([{"query": "SELECT pg_notify('almanac_jobs', '')"}]), format!("refused: function pg_notify {NEVER}")),
@@ -151,12 +158,7 @@ async fn role_escapes(batch: &str) {
     assert_eq!(db.count("SELECT count(*) FROM fixture_attacker_effects").await, 5, "failed attacks left no row");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, attacks.len() as i64 + 3, "no forged job");
     assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points = 10").await, 3, "daily-points paid each account once");
-    let owner: String = db
-        .client
-        .query_one("SELECT tableowner::text FROM pg_tables WHERE tablename = 'fixture_attacker_effects'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let owner: String = db.client.query_one("SELECT tableowner::text FROM pg_tables WHERE tablename = 'fixture_attacker_effects'", &[]).await.unwrap().get(0);
     assert_eq!(owner, "almanac_task_fixture-attacker", "setup ran as the plugin's own role");
 }
 
@@ -184,7 +186,10 @@ async fn oversized_results_statements_errors_and_logs_fail_alone_and_the_host_st
         ("big-result", json!([{"query": "SELECT g, repeat('x', 1000) FROM generate_series(1, 1000000) g"}])),
         ("deep-chain", json!([{"query": chain}])),
         ("huge-array", json!([{"query": array}])),
-        ("temp-files", json!([{"query": "WITH RECURSIVE r(n, pad) AS (SELECT 1, repeat('x', 1000) UNION ALL SELECT n + 1, pad FROM r WHERE n < 10000000) SELECT count(*) FROM r"}])),
+        (
+            "temp-files",
+            json!([{"query": "WITH RECURSIVE r(n, pad) AS (SELECT 1, repeat('x', 1000) UNION ALL SELECT n + 1, pad FROM r WHERE n < 10000000) SELECT count(*) FROM r"}]),
+        ),
         ("big-error", json!([{"error": 30 << 20}])),
         ("log-flood", json!([{"log": 100_000}])),
     ];
@@ -203,7 +208,10 @@ async fn oversized_results_statements_errors_and_logs_fail_alone_and_the_host_st
     let (status, error) = outcome(&db, "big-result").await;
     assert_eq!(
         (status.as_str(), error.as_str()),
-        ("failed", "database error 54000: refused: the query's rows exceed 64 MiB, the plugin's memory limit; read in pages (ORDER BY ... LIMIT) or aggregate in SQL")
+        (
+            "failed",
+            "database error 54000: refused: the query's rows exceed 64 MiB, the plugin's memory limit; read in pages (ORDER BY ... LIMIT) or aggregate in SQL"
+        )
     );
     for key in ["deep-chain", "huge-array"] {
         let (status, error) = outcome(&db, key).await;
@@ -228,11 +236,8 @@ async fn oversized_results_statements_errors_and_logs_fail_alone_and_the_host_st
 /// In flight = claimed (row locked by a host) and not finished.
 async fn in_flight(db: &TestDb, task: &str) -> i64 {
     let pending = db.count(&format!("SELECT count(*) FROM almanac.jobs WHERE task = '{task}' AND status = 'pending'")).await;
-    let free = db
-        .count(&format!(
-            "SELECT count(*) FROM (SELECT 1 FROM almanac.jobs WHERE task = '{task}' AND status = 'pending' FOR KEY SHARE SKIP LOCKED) f"
-        ))
-        .await;
+    let free =
+        db.count(&format!("SELECT count(*) FROM (SELECT 1 FROM almanac.jobs WHERE task = '{task}' AND status = 'pending' FOR KEY SHARE SKIP LOCKED) f")).await;
     pending - free
 }
 
@@ -287,7 +292,10 @@ async fn a_job_that_kills_its_host_is_failed_after_three_crashes_and_its_batch_s
     db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
     db.enqueue("fixture-sleeper", "2026-03-01T16:00:00Z", &["poison"]).await;
     let plugins = plugin_dir(&["daily_points", "fixture_sleeper"]);
-    let sleeping = format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND state = 'active' AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()", db.name);
+    let sleeping = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND state = 'active' AND query LIKE '%pg_sleep%' AND pid <> pg_backend_pid()",
+        db.name
+    );
     // The sleeper stands for a job that kills its host: each host that runs it is killed.
     for _crash in 1..=3 {
         let mut host = HostProc::spawn(&db, plugins.path(), &["--batch", "4", "--workers", "1"]);
@@ -303,8 +311,14 @@ async fn a_job_that_kills_its_host_is_failed_after_three_crashes_and_its_batch_s
     let row = db.client.query_one("SELECT status, crashes, attempts, last_error FROM almanac.jobs WHERE key = 'poison'", &[]).await.unwrap();
     let (status, crashes, attempts, error): (String, i32, i32, String) = (row.get(0), row.get(1), row.get(2), row.get(3));
     assert_eq!((status.as_str(), crashes, attempts), ("failed", 3, 4));
-    assert!(error.starts_with("not run again: the host or the database server running it ended 3 times before the job did (last: the host running it ended before the job did ("), "{error}");
-    let crash_attempts = db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'poison' AND error LIKE 'the host running it ended before the job did%'").await;
+    assert!(
+        error.starts_with(
+            "not run again: the host or the database server running it ended 3 times before the job did (last: the host running it ended before the job did ("
+        ),
+        "{error}"
+    );
+    let crash_attempts =
+        db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'poison' AND error LIKE 'the host running it ended before the job did%'").await;
     assert_eq!(crash_attempts, 3, "each crash while it ran alone is an attempt");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'daily-points' AND status = 'done'").await, 3, "the other task's jobs ran");
     assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points = 10").await, 3, "each account paid once");
@@ -313,7 +327,6 @@ async fn a_job_that_kills_its_host_is_failed_after_three_crashes_and_its_batch_s
                 JOIN almanac.jobs j USING (task, slot, key) WHERE j.status = 'pending'";
     assert_eq!(db.count(held).await, 0, "no claim left behind names a job still to run");
 }
-
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_whose_plan_keeps_failing_does_not_starve_the_others() {

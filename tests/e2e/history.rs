@@ -61,9 +61,7 @@ async fn jobs_land_in_their_month_and_far_slots_wait_in_the_default_partition() 
 
     // Slots far in the past and future go to the default partition and are reported; one
     // a few months ahead goes to its month.
-    let enqueue = |slot: &str, key: &str| {
-        format!("SELECT almanac.enqueue('daily-points', '{slot}', '{key}', off_calendar => true)::int::bigint")
-    };
+    let enqueue = |slot: &str, key: &str| format!("SELECT almanac.enqueue('daily-points', '{slot}', '{key}', off_calendar => true)::int::bigint");
     assert_eq!(db.count(&enqueue("2015-01-01T00:00:00Z", "1")).await, 1);
     assert_eq!(db.count(&enqueue("2099-01-01T00:00:00Z", "2")).await, 1);
     let soon = db.count(&enqueue("2026-06-01T16:00:00Z", "1")).await;
@@ -80,7 +78,9 @@ async fn jobs_land_in_their_month_and_far_slots_wait_in_the_default_partition() 
     // partition when that month is made.
     let later = "date_trunc('month', now()) + interval '10 months'";
     db.client
-        .batch_execute(&format!("INSERT INTO almanac.jobs (task, slot, key, run_after) VALUES ('daily-points', {later} + interval '1 day', 'later', {later} + interval '1 day')"))
+        .batch_execute(&format!(
+            "INSERT INTO almanac.jobs (task, slot, key, run_after) VALUES ('daily-points', {later} + interval '1 day', 'later', {later} + interval '1 day')"
+        ))
         .await
         .unwrap();
     assert_eq!(placement(&db, "key = 'later'").await, ["almanac.jobs_default:1"]);
@@ -115,7 +115,8 @@ async fn prune_drops_exactly_the_months_outside_the_horizon_while_a_host_runs() 
     // 15 old jobs and today's 3.
     db.wait_count(DONE, 18, Duration::from_secs(60)).await;
     assert_eq!(status_done(&db, "daily-points"), 18);
-    let before: Vec<String> = db.client.query("SELECT partition::text FROM almanac.job_partitions ORDER BY first", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let before: Vec<String> =
+        db.client.query("SELECT partition::text FROM almanac.job_partitions ORDER BY first", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
 
     let (code, _, err) = almanac(&db.url, &["prune", "--older-than", "10d"]);
     assert_eq!(code, 1);
@@ -134,12 +135,18 @@ async fn prune_drops_exactly_the_months_outside_the_horizon_while_a_host_runs() 
         .unwrap();
     let (code, out, err) = almanac(&db.url, &["prune", "--older-than", "150d"]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.starts_with("pruned slots older than 150d: 4 month partition(s) dropped (12 done job(s)), 0 done or discarded job(s) deleted from the default partition"), "{out}");
+    assert!(
+        out.starts_with(
+            "pruned slots older than 150d: 4 month partition(s) dropped (12 done job(s)), 0 done or discarded job(s) deleted from the default partition"
+        ),
+        "{out}"
+    );
     for name in [&m11, &m10, &m8, &m7] {
         assert!(out.contains(&format!("  dropped {name} (3 done job(s))")), "{name}: {out}");
     }
     assert!(out.contains(&format!("  kept {m9}: it holds jobs still to run (pending or failed)")), "{out}");
-    let after: Vec<String> = db.client.query("SELECT partition::text FROM almanac.job_partitions ORDER BY first", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let after: Vec<String> =
+        db.client.query("SELECT partition::text FROM almanac.job_partitions ORDER BY first", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     let want: Vec<String> = before.iter().filter(|p| ![&m11, &m10, &m8, &m7].contains(p)).cloned().collect();
     assert_eq!(after, want);
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'broken'").await, 1);

@@ -50,7 +50,10 @@ async fn a_held_task_runs_no_job_on_any_host_until_it_is_released() {
     }
     // `pause` says what it stops, and what it does not.
     let (code, out, _) = almanac(&db.url, &["pause", "daily-points"]);
-    assert!(code == 0 && out.contains("no new slots are generated; jobs already generated or enqueued still run (`almanac hold daily-points` stops them)"), "{out}");
+    assert!(
+        code == 0 && out.contains("no new slots are generated; jobs already generated or enqueued still run (`almanac hold daily-points` stops them)"),
+        "{out}"
+    );
     let (code, _, err) = almanac(&db.url, &["hold", "no-such-task"]);
     assert!(code != 0 && err.contains("no task \"no-such-task\" (known: daily-points"), "{err}");
 }

@@ -16,9 +16,7 @@ async fn get(url: &str) -> (u16, String) {
 
 /// The value of one sample (`name{labels}`) in a Prometheus exposition.
 fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')))
-        .map(|value| value.trim().parse().unwrap())
+    text.lines().find_map(|line| line.strip_prefix(series).and_then(|rest| rest.strip_prefix(' '))).map(|value| value.trim().parse().unwrap())
 }
 
 fn file_digest(stem: &str) -> String {
@@ -261,18 +259,8 @@ async fn json_log_lines_carry_the_job_identity() {
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'", 2, Duration::from_secs(60)).await;
     host.stop().await;
 
-    let lines: Vec<serde_json::Value> = host
-        .log()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
-        .collect();
-    let find = |message: &str| {
-        lines
-            .iter()
-            .find(|l| l["message"] == message)
-            .unwrap_or_else(|| panic!("no line {message:?} in:\n{}", host.log()))
-            .clone()
-    };
+    let lines: Vec<serde_json::Value> = host.log().lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"))).collect();
+    let find = |message: &str| lines.iter().find(|l| l["message"] == message).unwrap_or_else(|| panic!("no line {message:?} in:\n{}", host.log())).clone();
     let plugin_line = find("at the gate with key g1");
     assert_eq!(plugin_line["target"], "plugin");
     assert_eq!(plugin_line["level"], "INFO");

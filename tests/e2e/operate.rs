@@ -68,7 +68,8 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
     assert_eq!(code, 0);
     assert_eq!(out.trim(), "1 failed job(s) of fixture-permanent back to pending; their earlier attempts stay in almanac.attempts");
     db.wait_count("SELECT count(*) FROM almanac.attempts WHERE key = 'p1'", 2, Duration::from_secs(30)).await;
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'p1' AND status = 'failed' AND retries = 1 AND attempts = 1", 1, Duration::from_secs(30)).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'p1' AND status = 'failed' AND retries = 1 AND attempts = 1", 1, Duration::from_secs(30))
+        .await;
     host.stop().await;
 
     // prune: inside the 30-day default horizon it refuses and deletes nothing.
@@ -82,10 +83,7 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
         .unwrap();
     let (code, _, err) = almanac(&db, &["prune", "--older-than", "10d"]);
     assert_eq!(code, 1);
-    assert!(
-        err.contains("refusing to prune: 10d is inside the backfill horizon of task fixture-permanent (30d)"),
-        "{err}"
-    );
+    assert!(err.contains("refusing to prune: 10d is inside the backfill horizon of task fixture-permanent (30d)"), "{err}");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await, 2);
     let (code, out, _) = almanac(&db, &["prune", "--older-than", "400d"]);
     assert_eq!(code, 0);

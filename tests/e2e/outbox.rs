@@ -111,14 +111,7 @@ async fn a_flaky_slow_receiver_gets_every_message_with_one_key_each() {
         assert_eq!(r.task.as_deref(), Some("points-notify"), "the publishing task is named");
         by_key.entry(r.idempotency_key.clone().expect("an Idempotency-Key header")).or_default().push(r);
     }
-    let expected: HashSet<String> = db
-        .client
-        .query("SELECT topic || '/' || key FROM almanac.outbox", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let expected: HashSet<String> = db.client.query("SELECT topic || '/' || key FROM almanac.outbox", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(by_key.keys().cloned().collect::<HashSet<_>>(), expected);
     assert_eq!(by_key.len(), 50);
     for (key, deliveries) in &by_key {
@@ -137,10 +130,7 @@ async fn a_flaky_slow_receiver_gets_every_message_with_one_key_each() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_job_that_publishes_then_fails_leaves_no_message_and_its_retry_publishes_one() {
     let db = TestDb::new().await;
-    db.client
-        .batch_execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-publish-flaky', '2026-01-01T00:00:00Z', 'f1')")
-        .await
-        .unwrap();
+    db.client.batch_execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-publish-flaky', '2026-01-01T00:00:00Z', 'f1')").await.unwrap();
     let plugins = plugin_dir(&["fixture_publish_flaky"]);
     // No sink for topic `flaky` yet: the message waits, and the host says so once.
     let (_none, no_sinks) = config("");
@@ -198,10 +188,7 @@ async fn a_topic_belongs_to_its_publishers() {
     let error: String = db.client.query_one("SELECT last_error FROM almanac.jobs WHERE key = 'f1'", &[]).await.unwrap().get(0);
     assert!(error.contains("refused: task fixture-publish-flaky may not publish on outbox topic flaky (its publishers: points-notify)"), "{error}");
     // Claimed first by another task, with nothing in almanac.toml: refused the same way.
-    db.client
-        .batch_execute(&format!("UPDATE almanac.outbox_topics SET publishers = ARRAY['someone-else'], configured = false; {}", job("f2")))
-        .await
-        .unwrap();
+    db.client.batch_execute(&format!("UPDATE almanac.outbox_topics SET publishers = ARRAY['someone-else'], configured = false; {}", job("f2"))).await.unwrap();
     let (_open, open) = config("[outbox.topics.flaky]\nsink = \"log\"\n");
     let mut host = spawn(&db, plugins.path(), &outbox_args(&open));
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'f2' AND status = 'failed'", 1, Duration::from_secs(30)).await;
@@ -242,10 +229,8 @@ async fn a_host_killed_between_the_200_and_its_record_redelivers_the_same_key() 
     let locker = connect(&db.url).await;
     locker.batch_execute("BEGIN; LOCK TABLE almanac.outbox IN SHARE MODE").await.unwrap();
     gate.notify_one();
-    let waiting = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock' AND query LIKE '%UPDATE almanac.outbox%'",
-        db.name
-    );
+    let waiting =
+        format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock' AND query LIKE '%UPDATE almanac.outbox%'", db.name);
     db.wait_count(&waiting, 1, Duration::from_secs(30)).await;
     assert_eq!(receiver.requests()[0].answered, Some(200));
     first.signal(libc::SIGKILL);
@@ -274,14 +259,7 @@ async fn a_400_is_dead_at_once_with_its_excerpt_until_an_operator_retries_it() {
     let long_body = format!("invalid notification: {}", "x".repeat(300));
     let receiver = {
         let (refuse, long_body) = (refuse.clone(), long_body.clone());
-        Receiver::start(Arc::new(move |_| {
-            if refuse.load(Ordering::SeqCst) {
-                answer(400, &long_body)
-            } else {
-                answer(204, "")
-            }
-        }))
-        .await
+        Receiver::start(Arc::new(move |_| if refuse.load(Ordering::SeqCst) { answer(400, &long_body) } else { answer(204, "") })).await
     };
     let (_dir, path) = config(&points_config(&receiver, "5s"));
     let plugins = plugin_dir(&["points_notify"]);

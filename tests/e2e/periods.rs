@@ -31,11 +31,7 @@ fn slots(db: &TestDb, from: &str, to: &str) -> Vec<DateTime<Utc>> {
 }
 
 async fn generated(db: &TestDb) -> Vec<(String, i64)> {
-    let rows = db
-        .client
-        .query("SELECT period, revision FROM almanac.slots WHERE task = $1 AND status = 'generated' ORDER BY period", &[&TASK])
-        .await
-        .unwrap();
+    let rows = db.client.query("SELECT period, revision FROM almanac.slots WHERE task = $1 AND status = 'generated' ORDER BY period", &[&TASK]).await.unwrap();
     rows.iter().map(|r| (r.get(0), r.get(1))).collect()
 }
 
@@ -59,8 +55,7 @@ async fn one_effect_per_period(db: &TestDb, periods: &[(String, i64)]) {
     assert_eq!(db.count("SELECT count(*) FROM notify_ledger").await, n * ACCOUNTS);
     assert_eq!(db.count(&format!("SELECT count(*) FROM accounts WHERE points = {}", 10 * n)).await, ACCOUNTS);
     // The receiver's key names the period, so it is the same whatever instant ran it.
-    let keys: Vec<String> =
-        db.client.query("SELECT key FROM almanac.outbox ORDER BY key", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    let keys: Vec<String> = db.client.query("SELECT key FROM almanac.outbox ORDER BY key", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     let mut want: Vec<String> = periods.iter().flat_map(|(p, _)| (1..=ACCOUNTS).map(move |a| format!("{TASK}/{p}/{a}"))).collect();
     want.sort();
     assert_eq!(keys, want);
@@ -119,12 +114,7 @@ async fn no_period_twice_across(old: &str, new: &str, hours_back: i64, min_perio
     caught_up(&db, *new_slots.last().unwrap()).await;
 
     // Old periods enqueued again: at the new calendar's instant (SQL) and the old (CLI).
-    let again: bool = db
-        .client
-        .query_one(&format!("SELECT almanac.enqueue('{TASK}', $1, '1')"), &[&new_slots[0]])
-        .await
-        .unwrap()
-        .get(0);
+    let again: bool = db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', $1, '1')"), &[&new_slots[0]]).await.unwrap().get(0);
     assert!(!again, "the SQL enqueue of an old period at the new instant created a job");
     let (_, out, err) = almanac(&db, &["enqueue", TASK, "--slot", &old_slots[0].to_rfc3339(), "--key", "2"]);
     assert_eq!(out.trim(), "already present (no-op)", "{err}");
@@ -371,7 +361,8 @@ async fn a_v10_database_upgrades_to_periods_losing_and_rerunning_nothing() {
     assert_eq!(ledger, vec![("2026-11".into(), at("2026-11-01T08:00:00Z"), 1), ("2026-12".into(), at("2026-12-01T08:00:00Z"), 1)]);
     db.counts_agree().await;
     // November at the new calendar's instant is November: nothing new.
-    let again: bool = db.client.query_one("SELECT almanac.enqueue('points-notify', '2026-11-01T09:00:00Z', '2', off_calendar => true)", &[]).await.unwrap().get(0);
+    let again: bool =
+        db.client.query_one("SELECT almanac.enqueue('points-notify', '2026-11-01T09:00:00Z', '2', off_calendar => true)", &[]).await.unwrap().get(0);
     assert!(!again);
 
     // A host runs December's pending job and nothing else.
@@ -400,7 +391,8 @@ async fn a_forgotten_task_comes_back_only_with_its_period_unit() {
     let folder = plugins.path().display().to_string();
     let (code, out, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &monthly]);
     assert_eq!(code, 0, "{out}{err}");
-    let made: bool = db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', '2026-11-01T09:00:00Z', '1', off_calendar => true)"), &[]).await.unwrap().get(0);
+    let made: bool =
+        db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', '2026-11-01T09:00:00Z', '1', off_calendar => true)"), &[]).await.unwrap().get(0);
     assert!(made);
     let (code, _, err) = almanac(&db, &["forget", TASK, "--discard-pending", "--reason", "retired"]);
     assert_eq!(code, 0, "{err}");
@@ -410,6 +402,7 @@ async fn a_forgotten_task_comes_back_only_with_its_period_unit() {
     assert_eq!(db.count("SELECT count(*) FROM almanac.schedules").await, 0);
     let (code, out, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &monthly]);
     assert_eq!(code, 0, "{out}{err}");
-    let again: bool = db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', '2026-11-20T00:00:00Z', '1', off_calendar => true)"), &[]).await.unwrap().get(0);
+    let again: bool =
+        db.client.query_one(&format!("SELECT almanac.enqueue('{TASK}', '2026-11-20T00:00:00Z', '1', off_calendar => true)"), &[]).await.unwrap().get(0);
     assert!(!again, "November's key 1 is still November's");
 }

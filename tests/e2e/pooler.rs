@@ -3,15 +3,12 @@
 //! restart mid-run loses nothing and doubles nothing.
 use std::time::Duration;
 
-use almanac::cluster::Bouncer;
 use crate::support::{almanac, cluster, plugin_dir, HostProc, TestDb};
+use almanac::cluster::Bouncer;
 
 async fn backlog(db: &TestDb, n: i64) {
     db.accounts(n).await;
-    db.client
-        .batch_execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts")
-        .await
-        .unwrap();
+    db.client.batch_execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts").await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -37,7 +34,16 @@ async fn a_backlog_runs_through_pgbouncer_and_survives_its_restart() {
         if std::time::Instant::now() > deadline {
             eprintln!("{:?}", db.client.query("SELECT status || ' ' || attempts || ' ' || crashes || ' ' || coalesce(last_error,'-') || ' ' || (run_after - now())::text FROM almanac.jobs WHERE status <> 'done'", &[]).await.unwrap().iter().map(|r| r.get::<_,String>(0)).collect::<Vec<_>>());
             eprintln!("{:?}", db.client.query("SELECT coalesce(application_name,'') || ' ' || coalesce(state,'') || ' ' || left(coalesce(query,''),80) FROM pg_stat_activity WHERE datname = current_database()", &[]).await.unwrap().iter().map(|r| r.get::<_,String>(0)).collect::<Vec<_>>());
-            eprintln!("{:?}", db.client.query("SELECT row_to_json(c)::text FROM almanac.claims c", &[]).await.unwrap().iter().map(|r| r.get::<_,String>(0)).collect::<Vec<_>>());
+            eprintln!(
+                "{:?}",
+                db.client
+                    .query("SELECT row_to_json(c)::text FROM almanac.claims c", &[])
+                    .await
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect::<Vec<_>>()
+            );
             panic!("timed out after 120s: not every job is done; logs:\n{}\n{}", a.log(), b.log());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

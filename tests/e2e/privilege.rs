@@ -17,13 +17,21 @@ fn attacks() -> Vec<(&'static str, String)> {
         ("write-undeclared", denied("table accounts")),
         ("reset-role", "refused: RESET ROLE changes the session, which belongs to the host".into()),
         ("set-role", "refused: SET ROLE changes the session, which belongs to the host".into()),
-        ("set-config-role", "refused: function set_config is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job)".into()),
+        (
+            "set-config-role",
+            "refused: function set_config is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job)"
+                .into(),
+        ),
         ("commit", commit.into()),
         ("swallow-commit", commit.into()),
         ("drop-table", "refused: DROP is DDL; declare your tables in `describe()` (`tables` and `setup`) instead".into()),
         ("copy-to-program", "refused: COPY is not available to plugins".into()),
         ("second-statement", "refused: 2 statements in one string; send them one at a time".into()),
-        ("read-server-file", "refused: function pg_read_file is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job)".into()),
+        (
+            "read-server-file",
+            "refused: function pg_read_file is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job)"
+                .into(),
+        ),
         ("huge-query", format!("refused: the statement is {} bytes; the limit is 262144", (10 << 20) + 9)),
     ]
 }
@@ -61,10 +69,7 @@ async fn check_outcome(client: &tokio_postgres::Client) {
     let want = (attacks().len() as i64, 3);
     crate::support::wait_for("every attack failed and daily-points done", Duration::from_secs(60), || async { settled().await == want }).await;
     for (key, error) in attacks() {
-        let row = client
-            .query_one("SELECT status, attempts, last_error FROM almanac.jobs WHERE task = 'fixture-hostile' AND key = $1", &[&key])
-            .await
-            .unwrap();
+        let row = client.query_one("SELECT status, attempts, last_error FROM almanac.jobs WHERE task = 'fixture-hostile' AND key = $1", &[&key]).await.unwrap();
         let (status, attempts, last_error): (String, i32, String) = (row.get(0), row.get(1), row.get(2));
         assert_eq!((status.as_str(), attempts, last_error.as_str()), ("failed", 1, error.as_str()), "attack {key}");
         let recorded: i64 = client
@@ -84,11 +89,7 @@ async fn check_outcome(client: &tokio_postgres::Client) {
     let privilege = |sql: &'static str| async move { client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get::<_, bool>(0) };
     assert!(!privilege("SELECT has_schema_privilege('almanac_task_daily-points', 'almanac', 'USAGE')").await);
     for table in ["almanac.jobs", "almanac.attempts", "almanac.schedules", "almanac.outbox", "almanac.plugins"] {
-        let readable: bool = client
-            .query_one("SELECT has_table_privilege('almanac_task_daily-points', $1, 'SELECT')", &[&table])
-            .await
-            .unwrap()
-            .get(0);
+        let readable: bool = client.query_one("SELECT has_table_privilege('almanac_task_daily-points', $1, 'SELECT')", &[&table]).await.unwrap().get(0);
         assert!(!readable, "daily-points' role cannot read {table}");
     }
     assert!(privilege("SELECT has_table_privilege('almanac_task_daily-points', 'accounts', 'SELECT, UPDATE')").await);
@@ -123,7 +124,9 @@ async fn the_host_needs_no_superuser() {
     let url = cluster().url(&name).replace("user=postgres", &format!("user={name}"));
     let client = connect(&url).await;
     client
-        .batch_execute("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0); INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 3) g")
+        .batch_execute(
+            "CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0); INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 3) g",
+        )
         .await
         .unwrap();
     let plugins = plugin_dir(&["daily_points", "fixture_hostile"]);
@@ -138,10 +141,6 @@ async fn the_host_needs_no_superuser() {
     host.stop().await;
     let log = host.log();
     assert!(!log.contains("SUPERUSER") && !log.contains("plugin not loaded"), "{log}");
-    let owner: String = client
-        .query_one("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'almanac'", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let owner: String = client.query_one("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'almanac'", &[]).await.unwrap().get(0);
     assert_eq!(owner, name, "the host's role owns schema almanac");
 }

@@ -19,7 +19,12 @@ fn the_python_daily_points_own_test_passes() {
     let project = crate::support::workspace().join("plugins/daily-points-py");
     let _cluster = crate::support::ProjectClusters(vec![project.clone()]);
     let pytest = crate::support::workspace().join(".venv/bin/pytest");
-    let out = std::process::Command::new(&pytest).args(["-q", "-p", "no:cacheprovider"]).env("ALMANAC", crate::support::almanac_bin()).current_dir(&project).output().unwrap();
+    let out = std::process::Command::new(&pytest)
+        .args(["-q", "-p", "no:cacheprovider"])
+        .env("ALMANAC", crate::support::almanac_bin())
+        .current_dir(&project)
+        .output()
+        .unwrap();
     let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && report.contains("1 passed"), "{report}");
 }
@@ -50,10 +55,7 @@ async fn a_python_plugin_that_loops_hoards_or_commits_is_stopped_like_a_rust_one
     let plugins = plugin_dir(&["hostile_py"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "4"]);
     host.wait_log("plugin loaded", Duration::from_secs(240)).await;
-    db.client
-        .batch_execute("SELECT almanac.enqueue_many('fixture-hostile-py', '2026-01-01T00:00:00Z', ARRAY['spin', 'alloc', 'commit', 'ok'])")
-        .await
-        .unwrap();
+    db.client.batch_execute("SELECT almanac.enqueue_many('fixture-hostile-py', '2026-01-01T00:00:00Z', ARRAY['spin', 'alloc', 'commit', 'ok'])").await.unwrap();
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status IN ('done', 'failed')", 4, Duration::from_secs(60)).await;
     let outcome = |key: &str| {
         let db = &db;

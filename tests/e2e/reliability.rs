@@ -31,10 +31,7 @@ async fn sleeper_job(db: &TestDb, key: &str) -> (String, i64, i64) {
 }
 
 async fn enqueue_sleeper(db: &TestDb, key: &str) {
-    db.client
-        .execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-sleeper', '2026-01-01T00:00:00Z', $1)", &[&key])
-        .await
-        .unwrap();
+    db.client.execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-sleeper', '2026-01-01T00:00:00Z', $1)", &[&key]).await.unwrap();
 }
 
 fn done(task: &str, key: &str) -> String {
@@ -87,10 +84,7 @@ async fn a_commit_that_never_reaches_the_server_runs_the_job_again_with_one_effe
 }
 
 async fn enqueue_points(db: &TestDb, key: &str) {
-    db.client
-        .execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('daily-points', '2026-03-07T16:00:00Z', $1)", &[&key])
-        .await
-        .unwrap();
+    db.client.execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('daily-points', '2026-03-07T16:00:00Z', $1)", &[&key]).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -206,10 +200,7 @@ async fn jobs_stuck_on_a_row_lock_fail_at_their_deadline_without_leaking_connect
     assert!(host.is_running(), "log:\n{}", host.log());
 
     holder.batch_execute("ROLLBACK").await.unwrap();
-    db.client
-        .batch_execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-locker', '2026-01-01T00:00:00Z', 'after')")
-        .await
-        .unwrap();
+    db.client.batch_execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-locker', '2026-01-01T00:00:00Z', 'after')").await.unwrap();
     db.wait_count(&done("fixture-locker", "after"), 1, Duration::from_secs(30)).await;
     assert_eq!(db.count("SELECT n::bigint FROM fixture_locked WHERE id = 1").await, 1, "only the last job's update committed");
     host.stop().await;

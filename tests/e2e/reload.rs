@@ -35,11 +35,7 @@ fn replace(path: &Path, bytes: &[u8]) {
 }
 
 async fn loaded_digest(db: &TestDb, task: &str) -> Option<String> {
-    db.client
-        .query_opt("SELECT digest FROM almanac.plugins WHERE name = $1", &[&task])
-        .await
-        .unwrap()
-        .map(|r| r.get(0))
+    db.client.query_opt("SELECT digest FROM almanac.plugins WHERE name = $1", &[&task]).await.unwrap().map(|r| r.get(0))
 }
 
 async fn wait_loaded(db: &TestDb, task: &str, want: &str) {
@@ -51,11 +47,7 @@ async fn wait_loaded(db: &TestDb, task: &str, want: &str) {
 
 /// Backends of this test's database waiting on a row lock (jobs held at the gate).
 async fn waiting_at_gate(db: &TestDb) -> i64 {
-    db.count(&format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock'",
-        db.name
-    ))
-    .await
+    db.count(&format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock'", db.name)).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -87,13 +79,7 @@ async fn a_new_version_serves_new_claims_while_a_job_in_flight_finishes_on_the_o
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 2, Duration::from_secs(30)).await;
     let digest_of = |key: &'static str| {
         let client = &db.client;
-        async move {
-            client
-                .query_one("SELECT plugin_digest FROM almanac.jobs WHERE key = $1", &[&key])
-                .await
-                .unwrap()
-                .get::<_, String>(0)
-        }
+        async move { client.query_one("SELECT plugin_digest FROM almanac.jobs WHERE key = $1", &[&key]).await.unwrap().get::<_, String>(0) }
     };
     assert_eq!(digest_of("before").await, d1, "the job in flight finished on the version it started with");
     assert_eq!(digest_of("after").await, d2, "a job claimed after the reload ran on the new version");
@@ -119,10 +105,7 @@ async fn reloading_during_a_run_loses_nothing_and_runs_nothing_twice() {
         async move {
             let slot = format!("2026-03-{day:02}T16:00:00Z");
             client
-                .execute(
-                    "INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', $1::text::timestamptz, id::text FROM accounts",
-                    &[&slot],
-                )
+                .execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', $1::text::timestamptz, id::text FROM accounts", &[&slot])
                 .await
                 .unwrap();
         }
@@ -130,10 +113,7 @@ async fn reloading_during_a_run_loses_nothing_and_runs_nothing_twice() {
     // Two reloads while two slots' jobs run; the third slot comes after both.
     enqueue_slot(1).await;
     db.wait_count("SELECT least(count(*), 1) FROM almanac.jobs WHERE status = 'done'", 1, Duration::from_secs(30)).await;
-    db.client
-        .batch_execute("CREATE TABLE done_before AS SELECT slot, key FROM almanac.jobs WHERE status = 'done'")
-        .await
-        .unwrap();
+    db.client.batch_execute("CREATE TABLE done_before AS SELECT slot, key FROM almanac.jobs WHERE status = 'done'").await.unwrap();
     replace(&file, &v2);
     enqueue_slot(2).await;
     host.wait_log(&format!("digest={}", &d2[..12]), Duration::from_secs(60)).await;
@@ -183,11 +163,7 @@ async fn a_broken_replacement_is_refused_and_a_removed_plugin_leaves_its_jobs_pe
     db.enqueue("daily-points", "2026-01-01T00:00:00Z", &["1"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 1, Duration::from_secs(30)).await;
     assert_eq!(loaded_digest(&db, "daily-points").await.as_deref(), Some(d1.as_str()));
-    assert_eq!(
-        db.count(&format!("SELECT count(*) FROM almanac.jobs WHERE plugin_digest = '{d1}'")).await,
-        1,
-        "the old version served the job"
-    );
+    assert_eq!(db.count(&format!("SELECT count(*) FROM almanac.jobs WHERE plugin_digest = '{d1}'")).await, 1, "the old version served the job");
 
     // Removed: its job stays pending. A later job of another task, behind it in claim
     // order, proves the workers went past it.
@@ -202,11 +178,7 @@ async fn a_broken_replacement_is_refused_and_a_removed_plugin_leaves_its_jobs_pe
         .await
         .unwrap();
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-flaky' AND status = 'done'", 1, Duration::from_secs(30)).await;
-    let row = db
-        .client
-        .query_one("SELECT status, attempts FROM almanac.jobs WHERE task = 'daily-points' AND key = '2'", &[])
-        .await
-        .unwrap();
+    let row = db.client.query_one("SELECT status, attempts FROM almanac.jobs WHERE task = 'daily-points' AND key = '2'", &[]).await.unwrap();
     assert_eq!((row.get::<_, String>(0).as_str(), row.get::<_, i32>(1)), ("pending", 0), "a removed plugin's job is left pending, untried");
 
     // Put back: it loads again and the waiting job runs.

@@ -57,7 +57,11 @@ fn almanac_new_makes_rust_and_python_projects_whose_own_tests_pass() {
     add_failing_test(&py.join("tests/test_plugin.py"), &py.join("tests/test_not_so.py"));
 
     // Rust: `cargo test`, sharing the plugins' target dir so nothing is built twice.
-    let out = run(Command::new("cargo").args(["test", "--no-fail-fast"]).env("CARGO_TARGET_DIR", root.join("target/wasm")).env("ALMANAC", almanac_bin()).current_dir(&rs));
+    let out = run(Command::new("cargo")
+        .args(["test", "--no-fail-fast"])
+        .env("CARGO_TARGET_DIR", root.join("target/wasm"))
+        .env("ALMANAC", almanac_bin())
+        .current_dir(&rs));
     let report = text(&out);
     assert!(!out.status.success(), "{report}");
     assert!(report.contains("test records_each_slot_once ... ok"), "{report}");
@@ -65,7 +69,11 @@ fn almanac_new_makes_rust_and_python_projects_whose_own_tests_pass() {
 
     // Python: `pytest`, whose test builds the component with the project's build.sh.
     let venv = root.join(".venv/bin");
-    let out = run(Command::new(venv.join("pytest")).args(["-q", "-p", "no:cacheprovider"]).env("COMPONENTIZE_PY", venv.join("componentize-py")).env("ALMANAC", almanac_bin()).current_dir(&py));
+    let out = run(Command::new(venv.join("pytest"))
+        .args(["-q", "-p", "no:cacheprovider"])
+        .env("COMPONENTIZE_PY", venv.join("componentize-py"))
+        .env("ALMANAC", almanac_bin())
+        .current_dir(&py));
     let report = text(&out);
     assert!(!out.status.success(), "{report}");
     assert!(report.contains("1 failed, 1 passed") && report.contains("FAILED tests/test_not_so.py::test_records_what_is_not_so"), "{report}");

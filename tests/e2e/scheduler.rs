@@ -80,11 +80,7 @@ async fn two_schedulers_racing_for_200_ticks_never_double_generate_or_skip() {
     assert!(slots >= 300, "caught up: {slots} slots");
     assert_eq!(db.count(GAPS).await, 0, "no gaps");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, slots);
-    let row = db
-        .client
-        .query_one("SELECT min(slot), max(slot), (SELECT generated_through FROM almanac.schedules) FROM almanac.slots", &[])
-        .await
-        .unwrap();
+    let row = db.client.query_one("SELECT min(slot), max(slot), (SELECT generated_through FROM almanac.schedules) FROM almanac.slots", &[]).await.unwrap();
     let (first, last, cursor): (DateTime<Utc>, DateTime<Utc>, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2));
     assert_eq!(first, start + chrono::Duration::minutes(1));
     assert_eq!(last, cursor);
@@ -111,10 +107,7 @@ async fn a_host_killed_during_a_week_long_catch_up_resumes_without_gaps() {
     let start = minutes_behind(&db, 7 * 24 * 60).await;
     let plugins = plugin_dir(&["fixture_minutely"]);
     let mut first = HostProc::spawn(&db, plugins.path(), &["--workers", "1"]);
-    crate::support::wait_for("some slots generated", Duration::from_secs(60), || async {
-        db.count("SELECT count(*) FROM almanac.slots").await >= 500
-    })
-    .await;
+    crate::support::wait_for("some slots generated", Duration::from_secs(60), || async { db.count("SELECT count(*) FROM almanac.slots").await >= 500 }).await;
     first.signal(libc::SIGKILL);
     first.wait(Duration::from_secs(10)).await;
     let at_kill = db.count("SELECT count(*) FROM almanac.slots").await;
@@ -122,11 +115,7 @@ async fn a_host_killed_during_a_week_long_catch_up_resumes_without_gaps() {
 
     let mut second = HostProc::spawn(&db, plugins.path(), &["--workers", "1"]);
     crate::support::wait_for("the cursor reaches the current minute", Duration::from_secs(120), || async {
-        db.count(
-            "SELECT count(*) FROM almanac.schedules WHERE generated_through >= date_trunc('minute', now()) - interval '1 minute'",
-        )
-        .await
-            == 1
+        db.count("SELECT count(*) FROM almanac.schedules WHERE generated_through >= date_trunc('minute', now()) - interval '1 minute'").await == 1
     })
     .await;
     second.stop().await;

@@ -52,10 +52,7 @@ async fn bomb(pooled: bool) {
     let sleeping = "SELECT (count(*) >= 2)::int::int8 FROM pg_stat_activity WHERE state = 'active' AND query LIKE 'SELECT pg_sleep(%'";
     db.wait_count(sleeping, 1, Duration::from_secs(60)).await;
     let bomb = json!([{"query": "SELECT length(repeat('x', 1000000000))"}]);
-    db.client
-        .execute("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'bomb', $1)", &[&bomb])
-        .await
-        .unwrap();
+    db.client.execute("SELECT almanac.enqueue('fixture-attacker', '2026-01-01T00:00:00Z', 'bomb', $1)", &[&bomb]).await.unwrap();
     let settled = "SELECT count(*) FROM almanac.jobs WHERE status <> 'pending'";
     // Each crash drops the test's own session too: reconnect and ask again.
     let deadline = std::time::Instant::now() + Duration::from_secs(180);
@@ -99,13 +96,21 @@ async fn bomb(pooled: bool) {
         error.starts_with("not run again: the host or the database server running it ended 3 times before the job did (last: the database server crashed while the job ran alone ("),
         "{error}"
     );
-    let kinds = db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'bomb' AND kind = 'crash' AND error LIKE 'the database server crashed while the job ran alone%'").await;
+    let kinds = db
+        .count(
+            "SELECT count(*) FROM almanac.attempts WHERE key = 'bomb' AND kind = 'crash' AND error LIKE 'the database server crashed while the job ran alone%'",
+        )
+        .await;
     assert_eq!(kinds, 2, "the first crash marks it, the two while it ran alone count");
     // The jobs beside it: each done once, never counted as an attempt.
     let innocent = "SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-sleeper' AND status = 'done' AND attempts = 1 AND crashes <= 1";
     assert_eq!(db.count(innocent).await, 8, "{spread:#?}");
     assert_eq!(db.count("SELECT count(*) FROM fixture_sleeper_effects WHERE runs = 1").await, 8, "each innocent's effect once");
-    assert!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-sleeper' AND crashes = 1").await > 0, "no innocent ran beside the bomb: the test did not exercise what it tests; {spread:#?}\n{}", hosts[0].log());
+    assert!(
+        db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-sleeper' AND crashes = 1").await > 0,
+        "no innocent ran beside the bomb: the test did not exercise what it tests; {spread:#?}\n{}",
+        hosts[0].log()
+    );
     for host in &mut hosts {
         assert!(host.is_running(), "log:\n{}", host.log());
         host.stop().await;

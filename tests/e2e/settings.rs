@@ -31,7 +31,11 @@ async fn settings_are_checked_at_start_and_secrets_never_shown() {
     // Missing, undeclared, unset env: the start stops, naming file and line.
     let missing = config(&files, "missing.toml", "[tasks.fixture-settings.settings]\ngreeting = \"hi\"\n");
     let log = start_fails(&db, plugins.path(), &missing, &[]).await;
-    assert!(log.contains("\"fixture-settings\" requires setting \"api-key\" (the receiver's API key); give it in [tasks.fixture-settings.settings] of ") && log.contains("missing.toml:1"), "{log}");
+    assert!(
+        log.contains("\"fixture-settings\" requires setting \"api-key\" (the receiver's API key); give it in [tasks.fixture-settings.settings] of ")
+            && log.contains("missing.toml:1"),
+        "{log}"
+    );
     let undeclared = config(&files, "undeclared.toml", "[tasks.fixture-settings.settings]\napi-key = \"k\"\ncolour = \"red\"\n");
     let log = start_fails(&db, plugins.path(), &undeclared, &[]).await;
     assert!(log.contains("undeclared.toml:3: task \"fixture-settings\" has no setting \"colour\" (it takes: greeting, api-key)"), "{log}");
@@ -68,7 +72,8 @@ async fn settings_are_checked_at_start_and_secrets_never_shown() {
     let (_, status, _) = crate::support::almanac(&db.url, &["status", "--json"]);
     let overview = reqwest::get(format!("http://{addr}/api/overview")).await.unwrap().text().await.unwrap();
     let dashboard = reqwest::get(format!("http://{addr}/")).await.unwrap().text().await.unwrap();
-    let changes = db.client.query_one("SELECT string_agg(coalesce(before::text, '') || after::text, ' ') FROM almanac.changes", &[]).await.unwrap().get::<_, String>(0);
+    let changes =
+        db.client.query_one("SELECT string_agg(coalesce(before::text, '') || after::text, ' ') FROM almanac.changes", &[]).await.unwrap().get::<_, String>(0);
     for (what, text) in [("log", host.log()), ("status", status), ("overview", overview), ("dashboard", dashboard), ("changes", changes)] {
         assert!(!text.contains(secret), "the secret shows in the {what}:\n{text}");
     }

@@ -39,10 +39,7 @@ async fn verify_full_runs_a_backlog_with_two_hosts() {
     let private = tls_cluster(&ca, files.path()).await;
     let db = private.db().await;
     db.accounts(300).await;
-    db.client
-        .batch_execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts")
-        .await
-        .unwrap();
+    db.client.batch_execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts").await.unwrap();
     let plugins = plugin_dir(&["daily_points"]);
     let mut a = HostProc::spawn(&db, plugins.path(), &["--workers", "2"]);
     let mut b = HostProc::spawn(&db, plugins.path(), &["--workers", "2"]);
@@ -160,14 +157,8 @@ async fn an_https_receiver_with_a_private_ca_gets_every_message_once_keyed() {
     let mut keys: Vec<String> = receiver.requests().into_iter().filter_map(|r| r.idempotency_key).collect();
     keys.sort();
     keys.dedup();
-    let expected: Vec<String> = db
-        .client
-        .query("SELECT topic || '/' || key FROM almanac.outbox ORDER BY 1", &[])
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let expected: Vec<String> =
+        db.client.query("SELECT topic || '/' || key FROM almanac.outbox ORDER BY 1", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(keys, expected, "one Idempotency-Key per message, over https");
     host.stop().await;
 }

@@ -38,7 +38,12 @@ async fn deadlocks_between_workers_never_fail_a_job_with_one_attempt() {
         .await
         .unwrap()
         .get(0);
-    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE attempts <> 1 OR crashes <> 0").await, 0, "one attempt each; seen {spread}; log:\n{}", host.log());
+    assert_eq!(
+        db.count("SELECT count(*) FROM almanac.jobs WHERE attempts <> 1 OR crashes <> 0").await,
+        0,
+        "one attempt each; seen {spread}; log:\n{}",
+        host.log()
+    );
     // The deadlocks happened, and are on the record as what they were.
     let deadlocks = db.count("SELECT count(*) FROM almanac.attempts WHERE kind = 'transient' AND error LIKE 'database error 40P01:%'").await;
     assert!(deadlocks > 0, "no deadlock: the test did not exercise what it tests; log:\n{}", host.log());

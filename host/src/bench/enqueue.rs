@@ -32,10 +32,8 @@ pub async fn measure(url: &str, task: &str, slot: DateTime<Utc>, many: usize, si
     }
     let admin = &clients[0];
     // The plain baseline names the job's period itself, as the API works it out.
-    let period: String = admin
-        .query_one("SELECT almanac.period_label(period, zone, $2) FROM ONLY almanac.schedules WHERE task = $1", &[&task, &slot])
-        .await?
-        .get(0);
+    let period: String =
+        admin.query_one("SELECT almanac.period_label(period, zone, $2) FROM ONLY almanac.schedules WHERE task = $1", &[&task, &slot]).await?.get(0);
     let period = &period;
     let keys = |prefix: &str, n: usize| (0..n).map(|i| format!("{prefix}-{i}")).collect::<Vec<_>>();
     let mut rates = Vec::new();

@@ -125,8 +125,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     };
     let url = fresh_database(&cluster, "almanac_bench").await?;
     let plugins = tempfile::tempdir()?;
-    std::fs::copy(&options.plugin, plugins.path().join("daily_points.wasm"))
-        .with_context(|| format!("copy {}", options.plugin.display()))?;
+    std::fs::copy(&options.plugin, plugins.path().join("daily_points.wasm")).with_context(|| format!("copy {}", options.plugin.display()))?;
     let shutdown = CancellationToken::new();
     let host_options = host::Options {
         limits: plugin::Limits { instances: options.workers as u32 * 2 + 8, ..plugin::Limits::default() },
@@ -245,7 +244,10 @@ async fn verified(admin: &tokio_postgres::Client, batch: usize, accounts: i64, s
         )
         .await?;
     let (points, done, ledger): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-    ensure!(points == 10 * accounts && done == accounts && ledger == accounts, "batch {batch}: wrong result: {points} points, {done} done, {ledger} ledger rows for {accounts} accounts");
+    ensure!(
+        points == 10 * accounts && done == accounts && ledger == accounts,
+        "batch {batch}: wrong result: {points} points, {done} done, {ledger} ledger rows for {accounts} accounts"
+    );
     Ok(Run {
         batch,
         jobs: accounts,
@@ -300,7 +302,8 @@ async fn run_floor(pool: &deadpool_postgres::Pool, workers: usize, batch: usize,
 async fn run_almanac(host: &host::Host, options: executor::Options, admin: &tokio_postgres::Client) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let (_wake, wake_rx) = watch::channel(0u64);
-    let executor = tokio::spawn(executor::run(host.pool.clone(), host.logins.clone(), host.loaded.clone(), options, Default::default(), wake_rx, shutdown.clone()));
+    let executor =
+        tokio::spawn(executor::run(host.pool.clone(), host.logins.clone(), host.loaded.clone(), options, Default::default(), wake_rx, shutdown.clone()));
     // Cheap through the partial index, so polling barely touches the measurement.
     loop {
         let left: bool = admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending' AND run_after <= now())", &[]).await?.get(0);
@@ -432,9 +435,7 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
         )
         .await?;
     client.batch_execute("VACUUM ANALYZE almanac.jobs").await?;
-    let counts = client
-        .query_one("SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'done') FROM almanac.jobs", &[])
-        .await?;
+    let counts = client.query_one("SELECT count(*) FILTER (WHERE status = 'pending'), count(*) FILTER (WHERE status = 'done') FROM almanac.jobs", &[]).await?;
     ensure!(counts.get::<_, i64>(0) == options.generate && counts.get::<_, i64>(1) == options.generate, "depth not as set up");
     let plan = claim_plan(&client).await?;
     if !claim_reads_pending_index_in_order(&plan) {
@@ -444,7 +445,8 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
     crate::executor::claims::sweep(&client, crate::executor::transient::BUDGET).await?;
     // The claim runs in a session of the task's login, as a host runs it.
     let login = client.query_one("SELECT login, password FROM almanac.plugin_logins WHERE task = $1", &[&TASK]).await?;
-    let url = cluster.url("almanac_bench_depth").replace("user=postgres", &format!("user={} password={}", login.get::<_, String>(0), login.get::<_, String>(1)));
+    let url =
+        cluster.url("almanac_bench_depth").replace("user=postgres", &format!("user={} password={}", login.get::<_, String>(0), login.get::<_, String>(1)));
     let (session, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await?;
     tokio::spawn(connection);
     let (p50, p99) = claim_latency(&session, options.claim_samples).await?;
@@ -456,7 +458,8 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
 /// function's planner settings in force.
 async fn claim_plan(client: &tokio_postgres::Client) -> anyhow::Result<String> {
     let source: String = client.query_one("SELECT prosrc FROM pg_proc WHERE oid = 'almanac_job.claim'::regproc", &[]).await?.get(0);
-    let body = source.split("RETURN QUERY").nth(1).and_then(|b| b.rsplit_once("END")).map(|(b, _)| b.trim().trim_end_matches(';')).context("the claim's body")?;
+    let body =
+        source.split("RETURN QUERY").nth(1).and_then(|b| b.rsplit_once("END")).map(|(b, _)| b.trim().trim_end_matches(';')).context("the claim's body")?;
     let statement = body.replace("= mine", "= $1").replace(">= floor", ">= '-infinity'").replace("LIMIT batch", "LIMIT 1").replace("= digest", "= $2");
     client
         .batch_execute("BEGIN; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off")
@@ -488,12 +491,7 @@ async fn claim_latency(client: &tokio_postgres::Client, samples: usize) -> anyho
 /// (`<partition>_run_after_slot_task_key_idx`) already in claim order: index scans merged,
 /// no Sort, no table scan.
 fn claim_reads_pending_index_in_order(plan: &str) -> bool {
-    let due: Vec<&str> = plan
-        .lines()
-        .skip_while(|l| l.trim() != "CTE due")
-        .skip(1)
-        .take_while(|l| l.starts_with("    "))
-        .collect();
+    let due: Vec<&str> = plan.lines().skip_while(|l| l.trim() != "CTE due").skip(1).take_while(|l| l.starts_with("    ")).collect();
     let scans: Vec<&&str> = due.iter().filter(|l| l.contains(" Scan ")).collect();
     !scans.is_empty()
         && scans.iter().all(|l| l.contains("Index Scan using jobs_") && l.contains("_run_after_slot_task_key_idx"))

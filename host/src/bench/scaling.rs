@@ -35,7 +35,14 @@ pub struct ScalingReport {
 const WAL: &str = "SELECT pg_current_wal_insert_lsn()::text";
 const CONNECTIONS: &str = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'almanac%'";
 
-pub async fn measure(cluster: &Cluster, url: &str, options: &Options, host_options: &host::Options, first: &host::Host, digest: &str) -> anyhow::Result<ScalingReport> {
+pub async fn measure(
+    cluster: &Cluster,
+    url: &str,
+    options: &Options,
+    host_options: &host::Options,
+    first: &host::Host,
+    digest: &str,
+) -> anyhow::Result<ScalingReport> {
     let batch = options.batches.last().copied().unwrap_or(1);
     let admin = first.pool.get().await?;
     let most = options.hosts.iter().copied().max().unwrap_or(1);
@@ -70,7 +77,8 @@ pub async fn measure(cluster: &Cluster, url: &str, options: &Options, host_optio
             }
             loop {
                 busiest = busiest.max(admin.query_one(CONNECTIONS, &[]).await?.get(0));
-                let left: bool = admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending' AND run_after <= now())", &[]).await?.get(0);
+                let left: bool =
+                    admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending' AND run_after <= now())", &[]).await?.get(0);
                 if !left {
                     break;
                 }
@@ -106,7 +114,16 @@ pub fn render(r: &ScalingReport, workers: usize) -> String {
         r.batch
     );
     let one = r.runs.iter().find(|s| s.hosts == 1).map(|s| s.run.jobs_per_second);
-    out.push_str(&format!("floor  {:>13.0}  {:>8}  {:>9.0}  {:>7}  {:>9}  {:>8.2}  {:>10.2}\n", r.floor.jobs_per_second, "", r.floor_wal_bytes_per_job, "1.00", workers, r.floor.postgres_cpu_seconds.unwrap_or(f64::NAN), r.floor.host_cpu_seconds.unwrap_or(f64::NAN)));
+    out.push_str(&format!(
+        "floor  {:>13.0}  {:>8}  {:>9.0}  {:>7}  {:>9}  {:>8.2}  {:>10.2}\n",
+        r.floor.jobs_per_second,
+        "",
+        r.floor_wal_bytes_per_job,
+        "1.00",
+        workers,
+        r.floor.postgres_cpu_seconds.unwrap_or(f64::NAN),
+        r.floor.host_cpu_seconds.unwrap_or(f64::NAN)
+    ));
     for s in &r.runs {
         out.push_str(&format!(
             "{:<5}  {:>13.0}  {:>8.2}  {:>9.0}  {:>7.2}  {:>9.1}  {:>8.2}  {:>10.2}\n",

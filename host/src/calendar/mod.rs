@@ -104,7 +104,11 @@ impl Slot {
         let total = (self.end - self.start).num_seconds();
         let parts = [(total / 86_400, "d"), (total % 86_400 / 3_600, "h"), (total % 3_600 / 60, "m"), (total % 60, "s")];
         let text: Vec<String> = parts.iter().filter(|(n, _)| *n != 0).map(|(n, unit)| format!("{n}{unit}")).collect();
-        if text.is_empty() { "0s".into() } else { text.join(" ") }
+        if text.is_empty() {
+            "0s".into()
+        } else {
+            text.join(" ")
+        }
     }
 }
 
@@ -227,10 +231,7 @@ impl Schedule {
     fn day_missing(&self, naive: NaiveDateTime) -> bool {
         let midnight = naive.date().and_hms_opt(0, 0, 0).expect("midnight");
         self.zone.from_local_datetime(&midnight).earliest().is_none()
-            && self
-                .gap_end(midnight)
-                .and_then(|end| local_naive(self.zone, end))
-                .is_some_and(|first| first.date() > naive.date())
+            && self.gap_end(midnight).and_then(|end| local_naive(self.zone, end)).is_some_and(|first| first.date() > naive.date())
     }
 
     fn occurrences_after(&self, after: DateTime<Utc>) -> Occurrences<'_> {
@@ -283,11 +284,7 @@ impl Schedule {
             probe = probe.checked_add_signed(TimeDelta::minutes(1))?;
             if exists(probe).is_some() {
                 // The previous minute was still in the gap, so it ends within 59s before `probe`.
-                return (0..60i64)
-                    .rev()
-                    .filter_map(|back| probe.checked_sub_signed(TimeDelta::seconds(back)))
-                    .find_map(exists)
-                    .map(|t| t.with_timezone(&Utc));
+                return (0..60i64).rev().filter_map(|back| probe.checked_sub_signed(TimeDelta::seconds(back))).find_map(exists).map(|t| t.with_timezone(&Utc));
             }
         }
         None
@@ -418,9 +415,7 @@ fn can_match(cron: &Cron) -> bool {
         && (2000..2400).any(|year| {
             (1..=12).any(|month| {
                 p.month_match(month).unwrap_or(false)
-                    && (1..=31).any(|day| {
-                        NaiveDate::from_ymd_opt(year, month, day).is_some() && p.day_match(year, month, day).unwrap_or(false)
-                    })
+                    && (1..=31).any(|day| NaiveDate::from_ymd_opt(year, month, day).is_some() && p.day_match(year, month, day).unwrap_or(false))
             })
         })
 }

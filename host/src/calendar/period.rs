@@ -60,7 +60,11 @@ impl Period {
                 Period::Day
             };
         }
-        if any(dom) && single(dow) { Period::Week } else { Period::Day }
+        if any(dom) && single(dow) {
+            Period::Week
+        } else {
+            Period::Day
+        }
     }
 
     /// The name of the period holding business day `day` (not for `slot`, whose periods
@@ -177,7 +181,14 @@ mod tests {
         assert_eq!(next(Period::Quarter, 2026, 3, 31), "2026-04-01");
         assert_eq!(next(Period::Year, 2026, 1, 1), "2027-01-01");
         assert_eq!(next(Period::Day, 2026, 12, 31), "2027-01-01");
-        for (label, unit) in [("2026", Period::Year), ("2026-Q4", Period::Quarter), ("2026-W45", Period::Week), ("2026-11", Period::Month), ("2026-11-04", Period::Day), ("2026-11-04T09:30+01:00", Period::Slot)] {
+        for (label, unit) in [
+            ("2026", Period::Year),
+            ("2026-Q4", Period::Quarter),
+            ("2026-W45", Period::Week),
+            ("2026-11", Period::Month),
+            ("2026-11-04", Period::Day),
+            ("2026-11-04T09:30+01:00", Period::Slot),
+        ] {
             assert_eq!(Period::of_label(label), Some(unit), "{label}");
         }
         assert_eq!(Period::of_label("run 2026"), None);

@@ -1,5 +1,5 @@
 //! What the host lends a plugin, one module per WIT interface.
+pub mod config;
 pub mod db;
 pub mod log;
-pub mod config;
 pub mod outbox;

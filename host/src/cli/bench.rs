@@ -141,10 +141,7 @@ fn render(r: &Report) -> String {
         "statement policy (libpg_query parse + tree walk, daily-points' statements): {:.1} µs uncached, {:.2} µs cached, per statement\n",
         r.policy_parse_us, r.policy_cached_us
     ));
-    out.push_str(&format!(
-        "hot reload + metrics (registry lookup, counter, histogram): {:.2} µs per job\n",
-        r.observe_us
-    ));
+    out.push_str(&format!("hot reload + metrics (registry lookup, counter, histogram): {:.2} µs per job\n", r.observe_us));
     out.push_str(&format!(
         "generation: {} jobs for one slot in {:.2} s (a plain INSERT ... SELECT of the same rows: {:.2} s, ratio {:.2}), peak host RSS {:.0} MB\n",
         r.generation_keys,
@@ -220,8 +217,11 @@ history: {} done jobs over 365 daily slots and {} pending not yet due (filled in
 ",
         h.done, h.pending_ahead, h.fill_seconds
     );
-    out.push_str(&format!("  {:<28} {:>10} {:>10} {:>7}
-", "", "EMPTY", "HISTORY", "RATIO"));
+    out.push_str(&format!(
+        "  {:<28} {:>10} {:>10} {:>7}
+",
+        "", "EMPTY", "HISTORY", "RATIO"
+    ));
     let rows: [(&str, f64, f64); 8] = [
         ("jobs/s --batch 1", h.empty.batch1_jobs_per_second, h.full.batch1_jobs_per_second),
         ("jobs/s --batch 32", h.empty.batch32_jobs_per_second, h.full.batch32_jobs_per_second),
@@ -233,8 +233,11 @@ history: {} done jobs over 365 daily slots and {} pending not yet due (filled in
         ("/api/overview max ms", h.empty.overview_max_ms, h.full.overview_max_ms),
     ];
     for (name, empty, full) in rows {
-        out.push_str(&format!("  {name:<28} {empty:>10.2} {full:>10.2} {:>7.2}
-", full / empty.max(1e-9)));
+        out.push_str(&format!(
+            "  {name:<28} {empty:>10.2} {full:>10.2} {:>7.2}
+",
+            full / empty.max(1e-9)
+        ));
     }
     let mb = |b: i64| b as f64 / 1048576.0;
     out.push_str(&format!(
@@ -249,8 +252,11 @@ history: {} done jobs over 365 daily slots and {} pending not yet due (filled in
         Some(n) => format!("{n} once autovacuum had visited ({:.0} s later)", h.autovacuum_wait_seconds),
         None => format!("autovacuum had not visited within {:.0} s", h.autovacuum_wait_seconds),
     };
-    out.push_str(&format!("  dead tuples after a {}-job run: {} at its end, {after}
-", h.churn_jobs, h.dead_tuples_after_churn));
+    out.push_str(&format!(
+        "  dead tuples after a {}-job run: {} at its end, {after}
+",
+        h.churn_jobs, h.dead_tuples_after_churn
+    ));
     out
 }
 

@@ -33,12 +33,7 @@ pub struct DemoArgs {
 
 pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
     let options = host::Options {
-        executor: executor::Options {
-            workers: args.workers,
-            batch: args.batch,
-            poll_interval: Duration::from_millis(200),
-            ..executor::Options::default()
-        },
+        executor: executor::Options { workers: args.workers, batch: args.batch, poll_interval: Duration::from_millis(200), ..executor::Options::default() },
         scheduler: scheduler::Options { tick: Duration::from_millis(200), ..scheduler::Options::default() },
         shutdown_grace: Duration::from_secs(10),
         ..host::Options::new(args.plugins.clone(), data_dir)
@@ -59,10 +54,7 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
         bail!("{TASK} runs on demand: the demo needs its schedule");
     };
     let now: DateTime<Utc> = almanac::db::server_now(&conn).await?;
-    let recent: Vec<_> = schedule
-        .slots_after(now - chrono::Duration::days(args.days as i64 + 2))
-        .take_while(|s| s.start <= now)
-        .collect();
+    let recent: Vec<_> = schedule.slots_after(now - chrono::Duration::days(args.days as i64 + 2)).take_while(|s| s.start <= now).collect();
     if recent.len() <= args.days {
         bail!("the schedule {} has fewer than {} slots in the last days", schedule.cron(), args.days + 1);
     }

@@ -87,7 +87,8 @@ pub async fn scratch(data_dir: &std::path::Path, name: &str) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-type Prepared = (deadpool_postgres::Pool, std::sync::Arc<almanac::login::Logins>, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>);
+type Prepared =
+    (deadpool_postgres::Pool, std::sync::Arc<almanac::login::Logins>, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>);
 
 async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<Prepared> {
     let target = db::config(url, &db::SessionSettings::default())?;

@@ -13,9 +13,7 @@ pub struct LoginsArgs {
 enum LoginsCommand {
     /// New passwords for every plugin login (or TASK's). Running hosts read the new one
     /// when a session next logs in; sessions open now stay open.
-    Rotate {
-        task: Option<String>,
-    },
+    Rotate { task: Option<String> },
 }
 
 pub async fn run(url: &str, args: LoginsArgs) -> anyhow::Result<ExitCode> {

@@ -176,9 +176,7 @@ enum Command {
     /// Make database NAME in the private cluster under --data-dir anew (dropped first if
     /// it exists), migrated, and print its connection string: a clean database for a
     /// plugin's tests. DATABASE_URL is not used.
-    Scratch {
-        name: String,
-    },
+    Scratch { name: String },
 }
 
 #[derive(clap::Args, Clone)]
@@ -316,10 +314,7 @@ impl RunArgs {
                 ..executor::Options::default()
             },
             scheduler: scheduler::Options { tick: self.tick, ..scheduler::Options::default() },
-            session: db::SessionSettings {
-                statement_timeout: self.statement_timeout,
-                idle_in_transaction_timeout: self.idle_in_transaction_timeout,
-            },
+            session: db::SessionSettings { statement_timeout: self.statement_timeout, idle_in_transaction_timeout: self.idle_in_transaction_timeout },
             migrate: !self.no_migrate,
             shutdown_grace: self.shutdown_grace,
             watch: !self.no_watch,
@@ -362,13 +357,9 @@ fn init_logging(format: LogFormat, quiet: bool) {
     // Server NOTICEs ("relation already exists, skipping") and the migration runner's
     // chatter are not worth an operator's attention.
     let default = if quiet { "warn" } else { "info,tokio_postgres=warn,refinery_core=warn" };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     use std::io::IsTerminal;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),
         // Event fields at the top level; the job's span (task, slot, key, attempt) under
@@ -582,8 +573,7 @@ fn psql(url: &str, args: &[String]) -> anyhow::Result<ExitCode> {
 
 pub(crate) async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
     let target = db::config(url, &db::SessionSettings::default())?.role("cli");
-    let (client, connection) =
-        target.connect().await.map_err(|e| anyhow::anyhow!("cannot connect to {}: {}", target.describe(), db::error_chain(&e)))?;
+    let (client, connection) = target.connect().await.map_err(|e| anyhow::anyhow!("cannot connect to {}: {}", target.describe(), db::error_chain(&e)))?;
     let handle = tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!("connection closed: {e}");
@@ -627,10 +617,8 @@ pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path
         return Ok(String::new());
     }
     let pg_dir = data_dir.join("pg");
-    let cluster = tokio::task::spawn_blocking(move || Cluster::ensure(&pg_dir, &Settings::default()))
-        .await?
-        .context("cannot start the private PostgreSQL cluster")?;
+    let cluster =
+        tokio::task::spawn_blocking(move || Cluster::ensure(&pg_dir, &Settings::default())).await?.context("cannot start the private PostgreSQL cluster")?;
     tracing::info!(data = %cluster.data_dir.display(), socket = %cluster.socket_dir.display(), "DATABASE_URL is unset: using the private PostgreSQL cluster");
     Ok(cluster.provision(dbname).await?)
 }
-

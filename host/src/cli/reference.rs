@@ -123,7 +123,12 @@ mod tests {
                 Ok(_) => {}
                 // Prose may leave out arguments or name a value by a placeholder; a flag
                 // or a command that does not exist is wrong anywhere.
-                Err(e) if !whole && matches!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument | clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation) => {}
+                Err(e)
+                    if !whole
+                        && matches!(
+                            e.kind(),
+                            clap::error::ErrorKind::MissingRequiredArgument | clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation
+                        ) => {}
                 Err(e) => wrong.push(format!("{page}: `{command}`: {}", e.to_string().lines().next().unwrap_or_default())),
             }
         }
@@ -132,7 +137,10 @@ mod tests {
 
     #[test]
     fn shell_words_group_quotes_and_drop_comments() {
-        assert_eq!(super::words(r#"almanac slots --cron "30 2 * * *" --zone 'A/B' &   # a comment"#), ["almanac", "slots", "--cron", "30 2 * * *", "--zone", "A/B"]);
+        assert_eq!(
+            super::words(r#"almanac slots --cron "30 2 * * *" --zone 'A/B' &   # a comment"#),
+            ["almanac", "slots", "--cron", "30 2 * * *", "--zone", "A/B"]
+        );
     }
 
     #[test]

@@ -9,8 +9,8 @@ use anyhow::{bail, Context};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use almanac::calendar::Schedule;
 use almanac::calendar::parse_instant;
+use almanac::calendar::Schedule;
 use almanac::scheduler::applied;
 use almanac::{host, scheduler};
 
@@ -121,7 +121,11 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
     for (slot, period) in slots.iter().zip(&periods) {
         let local = slot.start.with_timezone(&zone);
         // A second slot of a period already listed is not its own period.
-        let state = if shown.insert(period.clone()) { state(slot, period) } else { ledger.as_ref().map(|_| format!("the period's later slot: not generated ({period} is one period)")) };
+        let state = if shown.insert(period.clone()) {
+            state(slot, period)
+        } else {
+            ledger.as_ref().map(|_| format!("the period's later slot: not generated ({period} is one period)"))
+        };
         if args.json {
             let line = SlotLine {
                 start: utc(slot.start),
@@ -219,9 +223,9 @@ pub async fn set_paused(url: &str, task: &str, paused: bool, reason: Option<&str
     let state = if paused { "paused" } else { "resumed" };
     match was == paused {
         true => println!("{task} already {state} (nothing recorded)"),
-        false if paused => println!(
-            "{task} paused: no new slots are generated; jobs already generated or enqueued still run (`almanac hold {task}` stops them)"
-        ),
+        false if paused => {
+            println!("{task} paused: no new slots are generated; jobs already generated or enqueued still run (`almanac hold {task}` stops them)")
+        }
         false => println!("{task} resumed: its slots are generated again, catching up per its policy"),
     }
     Ok(ExitCode::SUCCESS)
@@ -331,7 +335,8 @@ pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> an
             None => almanac::config::Config::none().apply_to(&mut spec)?,
         };
         let tx = client.transaction().await?;
-        let outcome = applied::apply(&tx, &spec, &settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
+        let outcome =
+            applied::apply(&tx, &spec, &settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
         match args.dry_run {
             true => tx.rollback().await?,
             false => tx.commit().await?,

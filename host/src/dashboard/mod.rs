@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::Client;
 
+use crate::db::Sql;
 use crate::plugin::Registry;
 use crate::status::TaskStatus;
-use crate::db::Sql;
 
 const FAILURES: &str = include_str!("failures.sql");
 const TOPICS: &str = include_str!("topics.sql");
@@ -106,12 +106,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
         dead_messages,
         plugins: registry
             .iter()
-            .map(|p| LoadedPlugin {
-                task: p.name().to_owned(),
-                version: p.spec.version.clone(),
-                digest: p.digest.clone(),
-                file: p.path.display().to_string(),
-            })
+            .map(|p| LoadedPlugin { task: p.name().to_owned(), version: p.spec.version.clone(), digest: p.digest.clone(), file: p.path.display().to_string() })
             .collect(),
         outside_partitions,
     })

@@ -58,7 +58,18 @@ const OURS: &[&str] = &["sslmode", "sslrootcert", "sslcert", "sslkey", "passfile
 
 /// libpq parameters that do not change how Almanac connects (Kerberos and compression
 /// settings, SNI, which rustls always sends for a host name): accepted and left alone.
-const IGNORED: &[&str] = &["gssencmode", "krbsrvname", "gsslib", "gssdelegation", "sslcompression", "sslsni", "sslpassword", "sslcertmode", "ssl_min_protocol_version", "ssl_max_protocol_version"];
+const IGNORED: &[&str] = &[
+    "gssencmode",
+    "krbsrvname",
+    "gsslib",
+    "gssdelegation",
+    "sslcompression",
+    "sslsni",
+    "sslpassword",
+    "sslcertmode",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+];
 
 /// libpq's parameters, in a map, with the environment filled in.
 pub type Params = BTreeMap<String, String>;
@@ -299,7 +310,8 @@ mod tests {
 
     #[test]
     fn a_url_and_its_pairs_read_the_same() {
-        let from_url = read("postgresql://al%40ice:p%3Ass@db.example:6432,[::1]:5433/shop?sslmode=verify-full&sslrootcert=/ca.pem&application_name=x", &no_env).unwrap();
+        let from_url =
+            read("postgresql://al%40ice:p%3Ass@db.example:6432,[::1]:5433/shop?sslmode=verify-full&sslrootcert=/ca.pem&application_name=x", &no_env).unwrap();
         let from_pairs = read(
             r"user=al@ice password='p:ss' host=db.example,::1 port=6432,5433 dbname=shop sslmode=verify-full sslrootcert=/ca.pem application_name=x",
             &no_env,

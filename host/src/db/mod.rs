@@ -35,10 +35,7 @@ pub struct SessionSettings {
 
 impl Default for SessionSettings {
     fn default() -> Self {
-        SessionSettings {
-            statement_timeout: Duration::from_secs(300),
-            idle_in_transaction_timeout: Duration::from_secs(300),
-        }
+        SessionSettings { statement_timeout: Duration::from_secs(300), idle_in_transaction_timeout: Duration::from_secs(300) }
     }
 }
 
@@ -88,9 +85,8 @@ pub fn pool(target: &Target, size: usize) -> Result<Pool, DbError> {
 /// Through a transaction pooler the host cannot set its session settings; say once at
 /// start which bounds the server does not give, and how to give them.
 pub async fn check_pooled_settings(client: &impl Sql) -> Result<(), tokio_postgres::Error> {
-    let row = client
-        .one("SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('statement_timeout'), current_user::text", &[])
-        .await?;
+    let row =
+        client.one("SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('statement_timeout'), current_user::text", &[]).await?;
     let (idle, statement, user): (String, String, String) = (row.get(0), row.get(1), row.get(2));
     for (name, value, why) in [
         ("idle_in_transaction_session_timeout", idle, "a frozen host keeps its jobs' row locks"),
@@ -174,9 +170,7 @@ pub fn is_transient(e: &(dyn std::error::Error + 'static)) -> bool {
     std::iter::successors(Some(e), |e| e.source()).any(|cause| {
         if let Some(pg) = cause.downcast_ref::<tokio_postgres::Error>() {
             let code = pg.code().map(|c| c.code().to_owned());
-            return pg.is_closed()
-                || pg.as_db_error().is_none()
-                || code.is_some_and(|c| c.starts_with("08") || c.starts_with("57P"));
+            return pg.is_closed() || pg.as_db_error().is_none() || code.is_some_and(|c| c.starts_with("08") || c.starts_with("57P"));
         }
         cause.is::<deadpool_postgres::PoolError>()
     })

@@ -33,11 +33,7 @@ impl SslMode {
             "require" => SslMode::Require,
             "verify-ca" => SslMode::VerifyCa,
             "verify-full" => SslMode::VerifyFull,
-            other => {
-                return Err(DbError::InvalidUrl(format!(
-                    "invalid sslmode {other:?} (one of disable, allow, prefer, require, verify-ca, verify-full)"
-                )))
-            }
+            other => return Err(DbError::InvalidUrl(format!("invalid sslmode {other:?} (one of disable, allow, prefer, require, verify-ca, verify-full)"))),
         })
     }
 
@@ -77,7 +73,9 @@ impl Target {
             params.insert("host".into(), if Path::new(socket).is_dir() { socket.into() } else { "localhost".into() });
         }
         if !params.contains_key("user") {
-            let user = env("USER").or_else(|| env("LOGNAME")).ok_or_else(|| DbError::InvalidUrl("no user given (user=, PGUSER) and none known from the environment".into()))?;
+            let user = env("USER")
+                .or_else(|| env("LOGNAME"))
+                .ok_or_else(|| DbError::InvalidUrl("no user given (user=, PGUSER) and none known from the environment".into()))?;
             params.insert("user".into(), user);
         }
         if !params.contains_key("password") {
@@ -85,12 +83,9 @@ impl Target {
                 params.insert("password".into(), password);
             }
         }
-        let base_name = params
-            .get("application_name")
-            .or(params.get("fallback_application_name"))
-            .cloned()
-            .unwrap_or_else(|| "almanac".into());
-        let mut config: tokio_postgres::Config = conninfo::passed(&params).parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl(super::error_chain(&e)))?;
+        let base_name = params.get("application_name").or(params.get("fallback_application_name")).cloned().unwrap_or_else(|| "almanac".into());
+        let mut config: tokio_postgres::Config =
+            conninfo::passed(&params).parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl(super::error_chain(&e)))?;
         let (sslmode, tls) = ssl(&params, &config, home)?;
         config.ssl_mode(match sslmode {
             SslMode::Disable => tokio_postgres::config::SslMode::Disable,
@@ -132,8 +127,13 @@ impl Target {
 
     pub async fn connect(
         &self,
-    ) -> Result<(tokio_postgres::Client, tokio_postgres::Connection<tokio_postgres::Socket, <Tls as tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>>::Stream>), tokio_postgres::Error>
-    {
+    ) -> Result<
+        (
+            tokio_postgres::Client,
+            tokio_postgres::Connection<tokio_postgres::Socket, <Tls as tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>>::Stream>,
+        ),
+        tokio_postgres::Error,
+    > {
         self.config.connect(self.tls.clone()).await
     }
 
@@ -189,10 +189,7 @@ fn ssl(params: &Params, config: &tokio_postgres::Config, home: Option<&Path>) ->
     let roots = match root_param {
         Some("system") => {
             if mode != SslMode::VerifyFull {
-                return Err(DbError::InvalidUrl(format!(
-                    "weak sslmode {:?} may not be used with sslrootcert=system (use \"verify-full\")",
-                    mode.name()
-                )));
+                return Err(DbError::InvalidUrl(format!("weak sslmode {:?} may not be used with sslrootcert=system (use \"verify-full\")", mode.name())));
             }
             Some(tls::system_roots().map_err(invalid)?)
         }

@@ -163,14 +163,13 @@ async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio
             (r.backend, tasks, slots, keys, attempts)
         })
         .collect();
-    let params: Vec<[&dyn crate::db::Param; 7]> =
-        rows.iter().map(|(b, tasks, slots, keys, attempts)| [&b.pid as _, &b.started as _, &host as _, tasks as _, slots as _, keys as _, attempts as _]).collect();
+    let params: Vec<[&dyn crate::db::Param; 7]> = rows
+        .iter()
+        .map(|(b, tasks, slots, keys, attempts)| [&b.pid as _, &b.started as _, &host as _, tasks as _, slots as _, keys as _, attempts as _])
+        .collect();
     let inserts = params.iter().map(|p| statement.exec(conn, p));
-    let (begin, inserted, commit) = futures_util::join!(
-        conn.batch_execute("BEGIN; SET LOCAL synchronous_commit = local"),
-        try_join_all(inserts),
-        conn.batch_execute("COMMIT")
-    );
+    let (begin, inserted, commit) =
+        futures_util::join!(conn.batch_execute("BEGIN; SET LOCAL synchronous_commit = local"), try_join_all(inserts), conn.batch_execute("COMMIT"));
     begin?;
     if let Err(e) = inserted {
         let _ = conn.batch_execute("ROLLBACK").await;

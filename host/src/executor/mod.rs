@@ -28,9 +28,9 @@ use crate::plugin::{CallError, Loaded};
 
 pub mod claims;
 pub mod operate;
+mod record;
 pub mod share;
 pub mod transient;
-mod record;
 
 use record::{poisoned, record_failure, Failure, Follow, Statements};
 

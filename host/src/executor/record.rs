@@ -49,7 +49,13 @@ impl Follow {
 const ROLLBACK_JOB: &str = "ROLLBACK TO SAVEPOINT job";
 
 /// Fail a job that its hosts kept dying on, without running it again.
-pub(super) async fn poisoned(conn: &Arc<Object>, statements: &Statements, plugin: &crate::plugin::Plugin, row: &Claimed, follow: Follow) -> Result<JobRun, BatchError> {
+pub(super) async fn poisoned(
+    conn: &Arc<Object>,
+    statements: &Statements,
+    plugin: &crate::plugin::Plugin,
+    row: &Claimed,
+    follow: Follow,
+) -> Result<JobRun, BatchError> {
     let message = crate::text::clip(
         format!(
             "not run again: the host or the database server running it ended {} times before the job did (last: {})",

@@ -34,7 +34,12 @@ const ENSURE_EVERY: Duration = Duration::from_secs(600);
 const FOLD_EVERY: Duration = Duration::from_secs(5);
 
 /// Run `sql` in a transaction of its own under [`LOCK_TIMEOUT`].
-async fn locked<T>(client: &Client, sql: &str, params: &[&dyn crate::db::Param], read: impl Fn(&tokio_postgres::Row) -> T) -> Result<Vec<T>, tokio_postgres::Error> {
+async fn locked<T>(
+    client: &Client,
+    sql: &str,
+    params: &[&dyn crate::db::Param],
+    read: impl Fn(&tokio_postgres::Row) -> T,
+) -> Result<Vec<T>, tokio_postgres::Error> {
     client.batch_execute(&format!("BEGIN; {LOCK_TIMEOUT}")).await?;
     match client.rows(sql, params).await {
         Ok(rows) => {

@@ -17,7 +17,6 @@ use prometheus_client::registry::Registry as Exposition;
 
 use crate::db::Sql;
 
-
 const GAUGES: &str = include_str!("gauges.sql");
 const OUTBOX: &str = include_str!("outbox.sql");
 

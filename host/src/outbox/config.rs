@@ -79,7 +79,10 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
     for (name, t) in &section.topics {
         let topic = name.get_ref();
         if !super::message::valid_topic(topic) {
-            return Err((name.span(), format!("outbox topic {topic:?}: a topic is 1 to {} bytes of lowercase letters, digits, '-', '_' and '.'", super::message::MAX_TOPIC)));
+            return Err((
+                name.span(),
+                format!("outbox topic {topic:?}: a topic is 1 to {} bytes of lowercase letters, digits, '-', '_' and '.'", super::message::MAX_TOPIC),
+            ));
         }
         let max_attempts = match &t.max_attempts {
             Some(n) if *n.get_ref() == 0 => return Err((n.span(), format!("outbox topic {topic:?}: max_attempts must be at least 1"))),
@@ -157,7 +160,14 @@ mod tests {
     #[test]
     fn topics_are_checked_with_their_line() {
         let ok = parse("[outbox.topics.points-awarded]\nsink = \"webhook\"\nurl = \"http://127.0.0.1:8080/hook\"\ntimeout = \"5s\"\n\n[outbox.topics.audit]\nsink = \"log\"\nmax_attempts = 3\n").unwrap();
-        assert_eq!(ok["points-awarded"], TopicSpec { sink: SinkSpec::Webhook { url: "http://127.0.0.1:8080/hook".into(), timeout: Duration::from_secs(5), ca_file: None }, max_attempts: 10, publishers: vec![] });
+        assert_eq!(
+            ok["points-awarded"],
+            TopicSpec {
+                sink: SinkSpec::Webhook { url: "http://127.0.0.1:8080/hook".into(), timeout: Duration::from_secs(5), ca_file: None },
+                max_attempts: 10,
+                publishers: vec![]
+            }
+        );
         assert_eq!(ok["audit"], TopicSpec { sink: SinkSpec::Log, max_attempts: 3, publishers: vec![] });
         let bound = parse("[outbox.topics.t]\nsink = \"log\"\npublishers = [\"points-notify\"]\n").unwrap();
         assert_eq!(bound["t"].publishers, ["points-notify"]);

@@ -29,9 +29,7 @@ pub enum Refusal {
 
 /// Whether `topic` is a valid topic name (also what `almanac.toml` accepts).
 pub fn valid_topic(topic: &str) -> bool {
-    !topic.is_empty()
-        && topic.len() <= MAX_TOPIC
-        && topic.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+    !topic.is_empty() && topic.len() <= MAX_TOPIC && topic.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
 }
 
 /// Check a message before it is written; the content type ends up in an HTTP header,

@@ -80,13 +80,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options {
-            poll_interval: Duration::from_secs(1),
-            retry_base: Duration::from_secs(1),
-            retry_max: Duration::from_secs(3600),
-            workers: 4,
-            batch: 1,
-        }
+        Options { poll_interval: Duration::from_secs(1), retry_base: Duration::from_secs(1), retry_max: Duration::from_secs(3600), workers: 4, batch: 1 }
     }
 }
 
@@ -317,7 +311,15 @@ mod tests {
 
     #[test]
     fn the_idempotency_key_is_topic_slash_key() {
-        let m = Message { id: 1, topic: "points-awarded".into(), key: "points-notify/2026-03-07T16:00:00Z/17".into(), payload: vec![], content_type: "application/json".into(), attempt: 1, task: None };
+        let m = Message {
+            id: 1,
+            topic: "points-awarded".into(),
+            key: "points-notify/2026-03-07T16:00:00Z/17".into(),
+            payload: vec![],
+            content_type: "application/json".into(),
+            attempt: 1,
+            task: None,
+        };
         assert_eq!(m.idempotency_key(), "points-awarded/points-notify/2026-03-07T16:00:00Z/17");
     }
 

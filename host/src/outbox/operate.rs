@@ -92,10 +92,5 @@ pub struct Counts {
 
 /// Counts per publishing task; messages written without a task are under `None`.
 pub async fn counts(client: &Client) -> Result<HashMap<Option<String>, Counts>, tokio_postgres::Error> {
-    Ok(client
-        .rows(COUNTS, &[])
-        .await?
-        .iter()
-        .map(|r| (r.get(0), Counts { pending: r.get(1), dead: r.get(2), delivered: r.get(3) }))
-        .collect())
+    Ok(client.rows(COUNTS, &[]).await?.iter().map(|r| (r.get(0), Counts { pending: r.get(1), dead: r.get(2), delivered: r.get(3) })).collect())
 }

@@ -48,8 +48,11 @@ impl Webhook {
     }
 
     async fn post(&self, message: &Message) -> Result<(), SinkError> {
-        let content_type = HeaderValue::from_str(&message.content_type)
-            .map_err(|_| SinkError { retryable: false, message: format!("content type {:?} is not a valid header value", message.content_type), status: None })?;
+        let content_type = HeaderValue::from_str(&message.content_type).map_err(|_| SinkError {
+            retryable: false,
+            message: format!("content type {:?} is not a valid header value", message.content_type),
+            status: None,
+        })?;
         let mut request = self
             .client
             .post(self.url.clone())
@@ -61,11 +64,7 @@ impl Webhook {
         if let Some(task) = message.task.as_deref().and_then(|t| HeaderValue::from_str(t).ok()) {
             request = request.header("Almanac-Task", task);
         }
-        let response = request
-            .body(message.payload.clone())
-            .send()
-            .await
-            .map_err(|e| self.transport_error(e))?;
+        let response = request.body(message.payload.clone()).send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         if status.is_success() {
             return Ok(());

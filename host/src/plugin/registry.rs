@@ -20,11 +20,9 @@ impl Registry {
     /// Whether `plugin`'s task is still free here; the error names the file that has it.
     pub fn check_free(&self, plugin: &Plugin) -> Result<(), LoadError> {
         match self.plugins.get(plugin.name()) {
-            Some(other) => Err(LoadError::Duplicate {
-                file: plugin.path.display().to_string(),
-                task: plugin.name().to_owned(),
-                other: other.path.display().to_string(),
-            }),
+            Some(other) => {
+                Err(LoadError::Duplicate { file: plugin.path.display().to_string(), task: plugin.name().to_owned(), other: other.path.display().to_string() })
+            }
             None => Ok(()),
         }
     }

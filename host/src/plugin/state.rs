@@ -69,4 +69,3 @@ impl wasmtime_wasi::HostMonotonicClock for NoClock {
         0
     }
 }
-

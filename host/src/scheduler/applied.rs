@@ -16,8 +16,8 @@ use std::sync::Arc;
 use crate::calendar::{Period, Schedule};
 use crate::capability::config::{Setting, Settings, SECRET};
 use crate::config::TaskSettings;
-use crate::plugin::Plugin;
 use crate::db::Sql;
+use crate::plugin::Plugin;
 use crate::task::{default_horizon, format_duration, CatchUp, TaskSpec};
 
 const REGISTER_SCHEDULE: &str = include_str!("register_schedule.sql");
@@ -81,7 +81,13 @@ impl Record {
     /// The fields that differ, as `cron "a" -> "b"`; empty when they agree.
     pub fn diff(&self, to: &Record) -> Vec<String> {
         let cron = |r: &Record| r.cron.clone().unwrap_or_else(|| "(on demand)".into());
-        let fields = [("cron", cron(self), cron(to)), ("zone", self.zone.clone(), to.zone.clone()), ("catch_up", self.catch_up.clone(), to.catch_up.clone()), ("horizon", self.horizon.clone(), to.horizon.clone()), ("period", self.period.clone(), to.period.clone())];
+        let fields = [
+            ("cron", cron(self), cron(to)),
+            ("zone", self.zone.clone(), to.zone.clone()),
+            ("catch_up", self.catch_up.clone(), to.catch_up.clone()),
+            ("horizon", self.horizon.clone(), to.horizon.clone()),
+            ("period", self.period.clone(), to.period.clone()),
+        ];
         let mut diff: Vec<String> = fields.iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a:?} -> {b:?}")).collect();
         let names: std::collections::BTreeSet<&String> = self.settings.keys().chain(to.settings.keys()).collect();
         for name in names {
@@ -248,7 +254,9 @@ fn show(r: &Record) -> String {
 /// What `almanac apply` did to one task's schedule.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Applied {
-    Registered { cursor: DateTime<Utc> },
+    Registered {
+        cursor: DateTime<Utc>,
+    },
     Unchanged,
     Changed {
         changes: Vec<String>,
@@ -358,10 +366,9 @@ fn unit_change(
 ) -> Result<Option<(chrono::NaiveDate, Period)>, ApplyError> {
     if stored.period == declared.period {
         return match from {
-            Some(_) => Err(ApplyError::Invalid(format!(
-                "{:?}: --period-from is for a change of period unit, and the period stays {}",
-                spec.name, stored.period
-            ))),
+            Some(_) => {
+                Err(ApplyError::Invalid(format!("{:?}: --period-from is for a change of period unit, and the period stays {}", spec.name, stored.period)))
+            }
             None => Ok(None),
         };
     }

@@ -16,11 +16,11 @@ use deadpool_postgres::{Object, Pool};
 use tokio_util::sync::CancellationToken;
 
 use crate::calendar::{Schedule, Slot};
-use crate::task::Applied;
+use crate::db::Sql;
 use crate::job::MAX_KEY_BYTES;
 use crate::login::Logins;
 use crate::plugin::{CallError, Loaded, Plugin};
-use crate::db::Sql;
+use crate::task::Applied;
 
 pub mod applied;
 pub mod operate;
@@ -35,8 +35,6 @@ const PUBLISH_CALENDAR: &str = include_str!("publish_calendar.sql");
 const READ_APPLIED: &str = include_str!("read_applied.sql");
 const PERIOD: &str = include_str!("period.sql");
 const ADD_JOBS: &str = include_str!("add_jobs.sql");
-
-
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]

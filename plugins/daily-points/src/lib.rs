@@ -41,10 +41,7 @@ impl Task for DailyPoints {
             Some(key) => key.parse::<i64>().map_err(Error::permanent)?,
             None => i64::MIN,
         };
-        let rows = tx.query(
-            "SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2",
-            &[&after, &i64::from(limit)],
-        )?;
+        let rows = tx.query("SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2", &[&after, &i64::from(limit)])?;
         rows.iter().map(|row| Ok(row.get::<i64>(0)?.to_string())).collect()
     }
 

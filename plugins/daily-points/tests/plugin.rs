@@ -5,8 +5,10 @@ use almanac_testing::Almanac;
 #[test]
 fn every_account_gets_its_points_once_per_day() {
     let almanac = Almanac::new();
-    almanac.sql("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL);
-                 INSERT INTO accounts VALUES (1, 0), (2, 5)");
+    almanac.sql(
+        "CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL);
+                 INSERT INTO accounts VALUES (1, 0), (2, 5)",
+    );
     let plan = almanac.plan("daily-points", "2026-01-01");
     assert_eq!(plan.keys, ["1", "2"], "{plan}");
     for key in ["1", "2", "2"] {

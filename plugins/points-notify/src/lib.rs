@@ -25,17 +25,16 @@ const TOPIC: &str = "points-awarded";
 
 impl Task for PointsNotify {
     fn describe() -> TaskInfo {
-        TaskInfo::new("points-notify", "0 0 * * *", "Asia/Shanghai")
-            .writes(&["accounts", "notify_ledger"])
-            .version(env!("CARGO_PKG_VERSION"))
-            .setup(&["CREATE TABLE IF NOT EXISTS notify_ledger (
+        TaskInfo::new("points-notify", "0 0 * * *", "Asia/Shanghai").writes(&["accounts", "notify_ledger"]).version(env!("CARGO_PKG_VERSION")).setup(&[
+            "CREATE TABLE IF NOT EXISTS notify_ledger (
                     task       text        NOT NULL,
                     period     text        NOT NULL,
                     account_id bigint      NOT NULL,
                     points     bigint      NOT NULL,
                     slot       timestamptz NOT NULL,
                     created_at timestamptz NOT NULL DEFAULT now(),
-                    PRIMARY KEY (task, period, account_id))"])
+                    PRIMARY KEY (task, period, account_id))",
+        ])
     }
 
     fn plan(_slot: &Slot, tx: &Tx, after: Option<&str>, limit: u32) -> Result<Vec<String>, Error> {
@@ -43,10 +42,7 @@ impl Task for PointsNotify {
             Some(key) => key.parse::<i64>().map_err(Error::permanent)?,
             None => i64::MIN,
         };
-        let rows = tx.query(
-            "SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2",
-            &[&after, &i64::from(limit)],
-        )?;
+        let rows = tx.query("SELECT id FROM accounts WHERE id > $1 ORDER BY id LIMIT $2", &[&after, &i64::from(limit)])?;
         rows.iter().map(|row| Ok(row.get::<i64>(0)?.to_string())).collect()
     }
 
@@ -65,11 +61,8 @@ impl Task for PointsNotify {
         // but the message was lost with a pruned job, this puts it back; otherwise the
         // same key is a no-op.
         let key = format!("{}/{period}/{account}", job.task);
-        let payload = format!(
-            r#"{{"task":{},"period":{},"slot":"{slot}","account":{account},"points":{POINTS}}}"#,
-            json_string(&job.task),
-            json_string(period),
-        );
+        let payload =
+            format!(r#"{{"task":{},"period":{},"slot":"{slot}","account":{account},"points":{POINTS}}}"#, json_string(&job.task), json_string(period),);
         tx.publish_json(TOPIC, &key, &payload)?;
         Ok(())
     }

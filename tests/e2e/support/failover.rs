@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-
 const BIN: &str = "/usr/lib/postgresql/15/bin";
 /// The database the nodes serve.
 pub const DB: &str = "almanac";
@@ -31,7 +30,8 @@ impl Formation {
         let ports = [free_port(), free_port()];
         let mut formation = Formation { monitor_port: free_port(), ports, dir, monitor: None, nodes: [None, None] };
         let port = formation.monitor_port.to_string();
-        let created = formation.autoctl("monitor-create", &["create", "monitor", "--pgdata", &formation.pgdata("monitor"), "--pgport", &port])
+        let created = formation
+            .autoctl("monitor-create", &["create", "monitor", "--pgdata", &formation.pgdata("monitor"), "--pgport", &port])
             .wait()
             .expect("pg_autoctl create monitor");
         assert!(created.success(), "pg_autoctl create monitor failed; see {}", formation.log("monitor-create"));
@@ -78,7 +78,9 @@ impl Formation {
 
     /// Each node's name and reported state, as the monitor has them (by node id).
     pub async fn states(&self) -> Vec<(String, String)> {
-        let Ok((client, conn)) = tokio_postgres::connect(&format!("postgresql://autoctl_node@127.0.0.1:{}/pg_auto_failover", self.monitor_port), tokio_postgres::NoTls).await else {
+        let Ok((client, conn)) =
+            tokio_postgres::connect(&format!("postgresql://autoctl_node@127.0.0.1:{}/pg_auto_failover", self.monitor_port), tokio_postgres::NoTls).await
+        else {
             return Vec::new();
         };
         tokio::spawn(conn);
@@ -139,8 +141,19 @@ impl Formation {
         self.autoctl(
             &name,
             &[
-                "create", "postgres", "--pgdata", &self.pgdata(&name), "--pgport", &port, "--name", &format!("node_{}", node + 1),
-                "--dbname", DB, "--monitor", &monitor, "--run",
+                "create",
+                "postgres",
+                "--pgdata",
+                &self.pgdata(&name),
+                "--pgport",
+                &port,
+                "--name",
+                &format!("node_{}", node + 1),
+                "--dbname",
+                DB,
+                "--monitor",
+                &monitor,
+                "--run",
             ],
         )
     }

@@ -89,11 +89,7 @@ fn shared() -> &'static Shared {
         })
         .join()
         .expect("template database setup");
-        let migrate = Command::new(almanac_bin())
-            .arg("migrate")
-            .env("DATABASE_URL", cluster.url(TEMPLATE))
-            .output()
-            .expect("run almanac migrate");
+        let migrate = Command::new(almanac_bin()).arg("migrate").env("DATABASE_URL", cluster.url(TEMPLATE)).output().expect("run almanac migrate");
         assert!(migrate.status.success(), "almanac migrate: {}", String::from_utf8_lossy(&migrate.stderr));
         let cache = tempfile::Builder::new().prefix("almanac-cache-").tempdir().expect("cache dir");
         Shared { cluster, _dir: dir, cache }
@@ -108,11 +104,8 @@ pub fn cluster() -> &'static Cluster {
 pub fn built_plugins() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let out = Command::new("bash")
-            .arg(workspace().join("scripts/build-plugins.sh"))
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("run scripts/build-plugins.sh");
+        let out =
+            Command::new("bash").arg(workspace().join("scripts/build-plugins.sh")).stderr(Stdio::inherit()).output().expect("run scripts/build-plugins.sh");
         assert!(out.status.success(), "building the plugins failed");
         PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
     })
@@ -123,8 +116,7 @@ pub fn plugin_dir(names: &[&str]) -> tempfile::TempDir {
     let dir = tempfile::Builder::new().prefix("almanac-plugins-").tempdir().expect("plugins dir");
     for name in names {
         let from = built_plugins().join(format!("{name}.wasm"));
-        std::fs::copy(&from, dir.path().join(format!("{name}.wasm")))
-            .unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+        std::fs::copy(&from, dir.path().join(format!("{name}.wasm"))).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
     }
     dir
 }
@@ -141,10 +133,7 @@ impl TestDb {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let name = format!("t{}_{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst));
         let admin = connect(&cluster().url("postgres")).await;
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {TEMPLATE}"))
-            .await
-            .expect("clone the template database");
+        admin.batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {TEMPLATE}")).await.expect("clone the template database");
         let url = cluster().url(&name);
         let client = connect(&url).await;
         TestDb { name, url, client }
@@ -152,14 +141,8 @@ impl TestDb {
 
     /// The seed's business table with `n` accounts at 0 points.
     pub async fn accounts(&self, n: i64) {
-        self.client
-            .batch_execute("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0)")
-            .await
-            .expect("create accounts");
-        self.client
-            .execute("INSERT INTO accounts SELECT g, 0 FROM generate_series(1, $1::bigint) g", &[&n])
-            .await
-            .expect("seed accounts");
+        self.client.batch_execute("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0)").await.expect("create accounts");
+        self.client.execute("INSERT INTO accounts SELECT g, 0 FROM generate_series(1, $1::bigint) g", &[&n]).await.expect("seed accounts");
     }
 
     /// `task`'s schedule row, as a host registers it, with its cursor at `cursor`.
@@ -173,10 +156,7 @@ impl TestDb {
     /// Insert jobs of `task` for one slot (RFC 3339), one per key.
     pub async fn enqueue(&self, task: &str, slot: &str, keys: &[&str]) {
         self.client
-            .execute(
-                "INSERT INTO almanac.jobs (task, slot, key) SELECT $1, $2::text::timestamptz, k FROM unnest($3::text[]) k",
-                &[&task, &slot, &keys],
-            )
+            .execute("INSERT INTO almanac.jobs (task, slot, key) SELECT $1, $2::text::timestamptz, k FROM unnest($3::text[]) k", &[&task, &slot, &keys])
             .await
             .expect("enqueue jobs");
     }
@@ -193,10 +173,7 @@ impl TestDb {
     /// fixture-sleeper's control row, before the plugin loads: each of its jobs sleeps
     /// `seconds` inside its transaction.
     pub async fn sleeper(&self, seconds: f64) {
-        self.client
-            .batch_execute("CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL)")
-            .await
-            .expect("create fixture_sleeper_control");
+        self.client.batch_execute("CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL)").await.expect("create fixture_sleeper_control");
         self.client.execute("INSERT INTO fixture_sleeper_control VALUES ($1)", &[&seconds]).await.expect("set the sleep");
     }
 

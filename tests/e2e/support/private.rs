@@ -84,11 +84,7 @@ impl PrivateCluster {
             }
         });
         let private = PrivateCluster { cluster, tcp, url_params: setup.url_params, dir: Some(dir) };
-        connect(&private.cluster.url("postgres"))
-            .await
-            .batch_execute(&format!("CREATE DATABASE {DB}"))
-            .await
-            .expect("create the database");
+        connect(&private.cluster.url("postgres")).await.batch_execute(&format!("CREATE DATABASE {DB}")).await.expect("create the database");
         let migrate = tokio::task::block_in_place(|| {
             Command::new(almanac_bin()).arg("migrate").env("DATABASE_URL", private.url()).output().expect("run almanac migrate")
         });

@@ -162,12 +162,7 @@ async fn relay(client: TcpStream, state: Arc<State>) {
     let _ = down.await;
 }
 
-async fn downstream(
-    mut from_server: OwnedReadHalf,
-    mut to_client: OwnedWriteHalf,
-    cut: CancellationToken,
-    stopped: oneshot::Sender<()>,
-) {
+async fn downstream(mut from_server: OwnedReadHalf, mut to_client: OwnedWriteHalf, cut: CancellationToken, stopped: oneshot::Sender<()>) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         tokio::select! {
@@ -182,8 +177,5 @@ async fn downstream(
     let _ = stopped.send(());
     // Read the server's replies until it hangs up: closing a socket with unread
     // data sends a reset, which could beat the COMMIT the server has not read yet.
-    let _ = tokio::time::timeout(Duration::from_secs(10), async {
-        while matches!(from_server.read(&mut buf).await, Ok(n) if n > 0) {}
-    })
-    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(10), async { while matches!(from_server.read(&mut buf).await, Ok(n) if n > 0) {} }).await;
 }

@@ -209,10 +209,7 @@ impl Session {
     pub fn spend_publish(&mut self, bytes: usize) -> Result<(), String> {
         let (count, total) = (self.published.0 + 1, self.published.1 + bytes);
         if count > MAX_PUBLISHES || total > MAX_PUBLISHED_BYTES {
-            return Err(format!(
-                "refused: one call may publish at most {MAX_PUBLISHES} outbox messages and {} MiB in all",
-                MAX_PUBLISHED_BYTES >> 20
-            ));
+            return Err(format!("refused: one call may publish at most {MAX_PUBLISHES} outbox messages and {} MiB in all", MAX_PUBLISHED_BYTES >> 20));
         }
         self.published = (count, total);
         Ok(())
@@ -227,10 +224,11 @@ impl Session {
     pub async fn query(&mut self, sql: String, params: Vec<Value>, who: Who) -> wasmtime::Result<Result<Rows, DbError>> {
         let budget = self.result_budget;
         let noted = self.note(who, &sql, &params);
-        let result = self.run(sql, params, who, Rows { columns: Vec::new(), rows: Vec::new() }, move |conn, statement, params| {
-            Box::pin(collect(conn, statement, params, budget))
-        })
-        .await;
+        let result = self
+            .run(sql, params, who, Rows { columns: Vec::new(), rows: Vec::new() }, move |conn, statement, params| {
+                Box::pin(collect(conn, statement, params, budget))
+            })
+            .await;
         self.record(noted, &result, |rows| format!("{} row(s)", rows.rows.len()));
         result
     }
@@ -238,9 +236,8 @@ impl Session {
     /// A statement whose affected-row count is all that comes back.
     pub async fn execute(&mut self, sql: String, params: Vec<Value>, who: Who) -> wasmtime::Result<Result<u64, DbError>> {
         let noted = self.note(who, &sql, &params);
-        let result = self
-            .run(sql, params, who, 1, |conn, statement, params| Box::pin(async move { conn.execute(statement, params).await.map_err(Failed::Db) }))
-            .await;
+        let result =
+            self.run(sql, params, who, 1, |conn, statement, params| Box::pin(async move { conn.execute(statement, params).await.map_err(Failed::Db) })).await;
         self.record(noted, &result, |n| format!("{n} row(s) affected"));
         result
     }
@@ -330,10 +327,7 @@ impl Session {
                 }
                 let mut error = super::db_error(&e);
                 if let (Some("42501"), Some(role)) = (error.sqlstate.as_deref(), &role) {
-                    error.message.push_str(&format!(
-                        " (the plugin runs as role {}, which may use only the tables its describe() declares)",
-                        role.name
-                    ));
+                    error.message.push_str(&format!(" (the plugin runs as role {}, which may use only the tables its describe() declares)", role.name));
                 }
                 Ok(Err(self.fail(error)))
             }

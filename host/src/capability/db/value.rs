@@ -31,12 +31,8 @@ impl ToSql for Param<'_> {
             (Value::Null, _) => Ok(IsNull::Yes),
             (Value::Boolean(b), &Type::BOOL) => b.to_sql(ty, out),
             (Value::Int(i), &Type::INT8) => i.to_sql(ty, out),
-            (Value::Int(i), &Type::INT4) => {
-                i32::try_from(*i).map_err(|_| format!("{i} does not fit integer"))?.to_sql(ty, out)
-            }
-            (Value::Int(i), &Type::INT2) => {
-                i16::try_from(*i).map_err(|_| format!("{i} does not fit smallint"))?.to_sql(ty, out)
-            }
+            (Value::Int(i), &Type::INT4) => i32::try_from(*i).map_err(|_| format!("{i} does not fit integer"))?.to_sql(ty, out),
+            (Value::Int(i), &Type::INT2) => i16::try_from(*i).map_err(|_| format!("{i} does not fit smallint"))?.to_sql(ty, out),
             (Value::Int(i), &Type::NUMERIC) => Decimal::from(*i).to_sql(ty, out),
             (Value::Float(f), &Type::FLOAT8) => f.to_sql(ty, out),
             (Value::Float(f), &Type::FLOAT4) => (*f as f32).to_sql(ty, out),
@@ -54,9 +50,7 @@ impl ToSql for Param<'_> {
                 out.extend_from_slice(s.as_bytes());
                 Ok(IsNull::No)
             }
-            (Value::Numeric(s), &Type::NUMERIC) => {
-                s.parse::<Decimal>().map_err(|e| format!("numeric {s:?}: {e}"))?.to_sql(ty, out)
-            }
+            (Value::Numeric(s), &Type::NUMERIC) => s.parse::<Decimal>().map_err(|e| format!("numeric {s:?}: {e}"))?.to_sql(ty, out),
             (value, ty) => Err(mismatch(value, ty)),
         }
     }
@@ -157,7 +151,9 @@ pub fn show(value: &Value) -> String {
         Value::Float(f) => f.to_string(),
         Value::Text(t) => format!("{t:?}"),
         Value::Bytes(b) => format!("<{} bytes>", b.len()),
-        Value::Timestamp(micros) => chrono::DateTime::from_timestamp_micros(*micros).map_or_else(|| micros.to_string(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+        Value::Timestamp(micros) => {
+            chrono::DateTime::from_timestamp_micros(*micros).map_or_else(|| micros.to_string(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
+        }
         Value::Json(j) => j.clone(),
         Value::Numeric(n) => n.clone(),
     };

@@ -384,7 +384,22 @@ fn classify(node: &NodeEnum) -> Result<(), Refusal> {
         NodeEnum::CopyStmt(_) => Refusal::Copy,
         other => {
             let name = statement_name(other);
-            let ddl = ["CREATE", "ALTER", "DROP", "GRANT", "TRUNCATE", "RENAME", "COMMENT", "REFRESH", "REASSIGN", "IMPORT", "SECURITY LABEL", "REINDEX", "CLUSTER", "VACUUM"];
+            let ddl = [
+                "CREATE",
+                "ALTER",
+                "DROP",
+                "GRANT",
+                "TRUNCATE",
+                "RENAME",
+                "COMMENT",
+                "REFRESH",
+                "REASSIGN",
+                "IMPORT",
+                "SECURITY LABEL",
+                "REINDEX",
+                "CLUSTER",
+                "VACUUM",
+            ];
             if ddl.iter().any(|prefix| name.starts_with(prefix)) {
                 Refusal::Ddl(name)
             } else {

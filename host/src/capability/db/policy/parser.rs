@@ -82,18 +82,24 @@ impl Parser {
     /// the async thread.
     pub async fn run<T: Send + 'static>(&self, who: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.send(who, Box::new(move || {
-            let _ = tx.send(f());
-        }));
+        self.send(
+            who,
+            Box::new(move || {
+                let _ = tx.send(f());
+            }),
+        );
         rx.await.expect("a parser thread ended")
     }
 
     /// Run `f` on a parser thread and block until it returns (outside async code).
     pub fn run_blocking<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> T {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.send("", Box::new(move || {
-            let _ = tx.send(f());
-        }));
+        self.send(
+            "",
+            Box::new(move || {
+                let _ = tx.send(f());
+            }),
+        );
         rx.recv().expect("a parser thread ended")
     }
 
@@ -138,23 +144,29 @@ mod tests {
         let (started, running) = std::sync::mpsc::channel::<()>();
         for i in 0..10 {
             let (done, gate, started) = (done.clone(), gate.clone(), started.clone());
-            parser.send("flood", Box::new(move || {
-                if i < 2 {
-                    started.send(()).unwrap();
-                    gate.lock().unwrap().recv().unwrap();
-                }
-                done.lock().unwrap().push(format!("flood-{i}"));
-            }));
+            parser.send(
+                "flood",
+                Box::new(move || {
+                    if i < 2 {
+                        started.send(()).unwrap();
+                        gate.lock().unwrap().recv().unwrap();
+                    }
+                    done.lock().unwrap().push(format!("flood-{i}"));
+                }),
+            );
         }
         running.recv().unwrap();
         running.recv().unwrap();
         let (finished, last) = std::sync::mpsc::channel::<()>();
         {
             let (done, finished) = (done.clone(), finished.clone());
-            parser.send("other", Box::new(move || {
-                done.lock().unwrap().push("other".into());
-                finished.send(()).unwrap();
-            }));
+            parser.send(
+                "other",
+                Box::new(move || {
+                    done.lock().unwrap().push("other".into());
+                    finished.send(()).unwrap();
+                }),
+            );
         }
         parser.send("flood", Box::new(move || finished.send(()).unwrap()));
         open.send(()).unwrap();

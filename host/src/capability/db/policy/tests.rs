@@ -107,10 +107,7 @@ fn functions_are_allowed_by_list_in_every_position() {
     for sql in ["SELECT a.points FROM accounts a", "SELECT (a).points FROM accounts a", "SELECT public.accounts.points FROM public.accounts"] {
         assert_eq!(check(&policy, sql), Ok(()), "{sql}");
     }
-    assert_eq!(
-        check(&policy, "SELECT * FROM t TABLESAMPLE evil (1)"),
-        Err(Refusal::NotAllowed("TABLESAMPLE evil".into()))
-    );
+    assert_eq!(check(&policy, "SELECT * FROM t TABLESAMPLE evil (1)"), Err(Refusal::NotAllowed("TABLESAMPLE evil".into())));
 }
 
 #[test]
@@ -197,10 +194,7 @@ fn setup_may_only_shape_declared_tables_standing_alone() {
         ("CREATE TABLE points_ledger (id int, FOREIGN KEY (id) REFERENCES almanac.jobs (x))", Refusal::SetupReference("almanac.jobs".into())),
         ("ALTER TABLE points_ledger ADD FOREIGN KEY (id) REFERENCES secrets (id)", Refusal::SetupReference("secrets".into())),
         ("ALTER TABLE points_ledger ADD COLUMN s int REFERENCES secrets (id)", Refusal::SetupReference("secrets".into())),
-        (
-            "CREATE TABLE points_ledger (x text DEFAULT set_config('search_path', 'evil', false))",
-            Refusal::Never("set_config".into()),
-        ),
+        ("CREATE TABLE points_ledger (x text DEFAULT set_config('search_path', 'evil', false))", Refusal::Never("set_config".into())),
     ];
     for (sql, want) in cases {
         assert_eq!(setup(sql).as_ref(), Err(want), "{sql}");
