@@ -7,6 +7,7 @@
 # Node.js (Debian's nodejs and npm) and the `pg` package for the book's Node example (docs/src/guide/enqueue.md);
 # with --need-python, a virtualenv .venv with componentize-py and pytest (PyPI) for Python plugins;
 # with --need-failover, Debian's pg_auto_failover (postgresql-15-auto-failover) for the failover test;
+# with --need-lint, rustup's rustfmt and clippy components;
 # with --need-book, mdBook (crates.io, built by cargo into target/tools) for the book in docs/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +31,7 @@ have_server() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
     command -v initdb >/dev/null 2>&1
 }
-need_server=false need_browser=false need_pgbouncer=false need_node=false need_python=false need_failover=false need_book=false
+need_server=false need_browser=false need_pgbouncer=false need_node=false need_python=false need_failover=false need_book=false need_lint=false
 for arg in "$@"; do
     case "$arg" in
         --need-server) need_server=true ;;
@@ -40,6 +41,7 @@ for arg in "$@"; do
         --need-python) need_python=true ;;
         --need-failover) need_failover=true ;;
         --need-book) need_book=true ;;
+        --need-lint) need_lint=true ;;
     esac
 done
 if [ -z "${DATABASE_URL:-}" ] || $need_server; then
@@ -55,6 +57,10 @@ fi
 if $need_pgbouncer && ! [ -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then
     echo "bootstrap: installing PgBouncer (Debian package pgbouncer), which the connection-pooler test runs" >&2
     apt_install pgbouncer
+fi
+if $need_lint && ! { cargo fmt --version && cargo clippy --version; } >/dev/null 2>&1; then
+    echo "bootstrap: installing rustup's rustfmt and clippy components" >&2
+    rustup component add rustfmt clippy >&2
 fi
 # mdBook 0.4 without its server and file watcher (what `mdbook build` needs, half the
 # crates); kept under target/tools so a clean of the build does not lose it silently.

@@ -5,7 +5,7 @@ mod embedded {
 }
 
 /// Key of the session advisory lock held while migrating ("almanac" in ASCII).
-const MIGRATION_LOCK: i64 = 0x616c_6d61_6e61_63;
+const MIGRATION_LOCK: i64 = 0x0061_6c6d_616e_6163;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MigrateError {

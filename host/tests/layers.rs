@@ -88,7 +88,7 @@ fn paths_after(code: &str, prefix: &str) -> Vec<String> {
         if rest[path.len()..].trim_start_matches(':').starts_with('{') {
             let group = &rest[path.len()..];
             let end = group.find('}').unwrap_or(group.len());
-            for item in group[..end].trim_start_matches(|c| c == ':' || c == '{').split(',') {
+            for item in group[..end].trim_start_matches([':', '{']).split(',') {
                 let item = item.trim().split(' ').next().unwrap_or_default().trim_start_matches('{');
                 out.push(if path.is_empty() { item.to_owned() } else { format!("{path}::{item}") });
             }

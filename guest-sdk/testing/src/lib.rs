@@ -65,7 +65,7 @@ impl Almanac {
             // The crate under test is the last artifact cargo reports; its file, wherever
             // the (workspace's) target dir is.
             let stdout = String::from_utf8_lossy(&out.stdout);
-            let artifact = stdout.lines().filter(|l| l.contains("\"reason\":\"compiler-artifact\"")).last().unwrap_or_default();
+            let artifact = stdout.lines().rfind(|l| l.contains("\"reason\":\"compiler-artifact\"")).unwrap_or_default();
             let wasm =
                 artifact.split('"').find(|s| s.ends_with(".wasm")).unwrap_or_else(|| panic!("cargo built no .wasm for {}: {artifact}", project.display()));
             PathBuf::from(wasm)

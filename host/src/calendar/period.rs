@@ -113,7 +113,7 @@ impl Period {
             Period::Slot | Period::Day => true,
             Period::Week => day.weekday() == chrono::Weekday::Mon,
             Period::Month => day.day() == 1,
-            Period::Quarter => day.day() == 1 && day.month0() % 3 == 0,
+            Period::Quarter => day.day() == 1 && day.month0().is_multiple_of(3),
             Period::Year => day.ordinal() == 1,
         }
     }

@@ -41,7 +41,7 @@ pub async fn jobs(url: &str, args: JobsArgs) -> anyhow::Result<ExitCode> {
     let keys: Vec<String> = rows.iter().map(|j| almanac::text::printable(&j.key).into_owned()).collect();
     let task_width = rows.iter().map(|j| j.task.len()).chain([4]).max().unwrap_or(4);
     let key_width = keys.iter().map(|k| k.chars().count()).chain([3]).max().unwrap_or(3);
-    println!("{:<task_width$} {:<20} {:<key_width$} {:<9} {:>8} {:>7}  {}", "TASK", "SLOT (UTC)", "KEY", "STATUS", "ATTEMPTS", "RETRIES", "LAST ERROR");
+    println!("{:<task_width$} {:<20} {:<key_width$} {:<9} {:>8} {:>7}  LAST ERROR", "TASK", "SLOT (UTC)", "KEY", "STATUS", "ATTEMPTS", "RETRIES");
     for (job, key) in rows.iter().zip(&keys) {
         let error = almanac::text::printable(job.last_error.as_deref().unwrap_or_default()).into_owned();
         println!(
@@ -71,7 +71,7 @@ async fn attempts(client: &tokio_postgres::Client, task: &str, key: &str, limit:
         println!("no recorded attempts of task {task:?} key {:?} (a job done at its first attempt has none)", almanac::text::printable(key));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<20} {:>7} {:<9} {:<20}  {}", "SLOT (UTC)", "ATTEMPT", "KIND", "AT (UTC)", "ERROR");
+    println!("{:<20} {:>7} {:<9} {:<20}  ERROR", "SLOT (UTC)", "ATTEMPT", "KIND", "AT (UTC)");
     for a in rows {
         println!(
             "{:<20} {:>7} {:<9} {:<20}  {}",

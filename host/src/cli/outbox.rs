@@ -54,7 +54,7 @@ pub async fn run(url: &str, args: OutboxArgs) -> anyhow::Result<ExitCode> {
             let l = args.list;
             let rows = operate::list(&client, l.status.as_deref(), l.topic.as_deref(), l.limit).await?;
             if !l.json {
-                println!("{:>8} {:<20} {:<40} {:<9} {:>8} {:<20}  {}", "ID", "TOPIC", "KEY", "STATUS", "ATTEMPTS", "NEXT TRY (UTC)", "LAST ERROR");
+                println!("{:>8} {:<20} {:<40} {:<9} {:>8} {:<20}  LAST ERROR", "ID", "TOPIC", "KEY", "STATUS", "ATTEMPTS", "NEXT TRY (UTC)");
             }
             for m in rows {
                 if l.json {

@@ -111,7 +111,8 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
         })
     };
     if !args.json {
-        let head = format!("{:<28} {:<22} {:>9}  {}", format!("LOCAL ({zone})"), "UTC", "LENGTH", format!("PERIOD ({unit})"));
+        let (local, period) = (format!("LOCAL ({zone})"), format!("PERIOD ({unit})"));
+        let head = format!("{local:<28} {:<22} {:>9}  {period}", "UTC", "LENGTH");
         match ledger {
             Some(_) => println!("{head:<90}  STATE"),
             None => println!("{head}"),
@@ -180,7 +181,7 @@ pub async fn schedules(url: &str, json: bool) -> anyhow::Result<ExitCode> {
     let (client, _conn) = super::connect_once(url).await?;
     let rows = scheduler::operate::list(&client).await?;
     if !json {
-        println!("{:<20} {:<16} {:<20} {:<12} {:<7} {:<26} {}", "TASK", "CRON", "ZONE", "CATCH-UP", "PAUSED", "CURSOR (LOCAL)", "NEXT SLOT (LOCAL / UTC)");
+        println!("{:<20} {:<16} {:<20} {:<12} {:<7} {:<26} NEXT SLOT (LOCAL / UTC)", "TASK", "CRON", "ZONE", "CATCH-UP", "PAUSED", "CURSOR (LOCAL)");
     }
     for r in rows {
         let (task, cron, zone) = (r.task, r.cron, r.zone);

@@ -174,7 +174,7 @@ fn within_length(sql: &str) -> Result<(), Refusal> {
 
 fn permitted(verdict: &Verdict, schemas: &[String]) -> Result<(), Refusal> {
     for q in verdict.as_ref().map_err(Clone::clone)?.iter() {
-        if !schemas.iter().any(|s| *s == q.schema) {
+        if !schemas.contains(&q.schema) {
             let name = format!("{}.{}", q.schema, q.name);
             return Err(if q.operator { Refusal::Operator(name) } else { Refusal::Function(name) });
         }

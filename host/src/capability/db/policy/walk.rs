@@ -121,7 +121,7 @@ enum Target {
     Column,
 }
 
-impl<'a> ser::Serializer for &'a mut Walker {
+impl ser::Serializer for &mut Walker {
     type Ok = ();
     type Error = Budget;
     type SerializeSeq = Self;
