@@ -214,6 +214,7 @@ impl Runtime {
             applied: arc_swap::ArcSwapOption::empty(),
             settings: arc_swap::ArcSwap::from_pointee(Settings::default()),
             suspended: std::sync::atomic::AtomicBool::new(false),
+            suspensions: std::sync::atomic::AtomicU64::new(0),
         };
         let info = plugin.describe().await.map_err(|e| LoadError::Describe { file: name.clone(), reason: e.to_string() })?;
         plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file: name.clone(), reason })?;
@@ -307,15 +308,9 @@ pub struct Plugin {
     settings: arc_swap::ArcSwap<Settings>,
     /// Not served here for now: its applied settings hold a secret this host lacks.
     suspended: std::sync::atomic::AtomicBool,
-}
-
-/// Bumped whenever a plugin is suspended or resumed: workers recompute the tasks they
-/// claim for when it moves (one atomic load per batch).
-static SUSPENSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// How many times plugins were suspended or resumed, for workers to notice.
-pub fn suspensions() -> u64 {
-    SUSPENSIONS.load(std::sync::atomic::Ordering::Acquire)
+    /// How many times it was suspended or resumed: workers recompute the tasks they claim
+    /// for when the registry's sum moves ([`Registry::suspensions`]).
+    suspensions: std::sync::atomic::AtomicU64,
 }
 
 impl Plugin {
@@ -353,7 +348,7 @@ impl Plugin {
     pub fn suspend(&self, why: String) {
         if !self.suspended.swap(true, std::sync::atomic::Ordering::AcqRel) {
             tracing::error!(task = %self.name(), "not served here: {why}");
-            SUSPENSIONS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            self.suspensions.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
     }
 
@@ -361,12 +356,17 @@ impl Plugin {
     pub fn resume(&self) {
         if self.suspended.swap(false, std::sync::atomic::Ordering::AcqRel) {
             tracing::info!(task = %self.name(), "served here again: its settings agree with the applied ones");
-            SUSPENSIONS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            self.suspensions.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
     }
 
     pub fn is_suspended(&self) -> bool {
         self.suspended.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// How many times it was suspended or resumed.
+    pub fn suspensions(&self) -> u64 {
+        self.suspensions.load(std::sync::atomic::Ordering::Acquire)
     }
 
     fn store(&self, conn: Lent, fields: CallFields, traced: bool) -> (Store<HostState>, Instant) {

@@ -175,7 +175,7 @@ impl Worker {
         let mut idle = Duration::from_millis(10);
         let mut slots = SlotCache::default();
         let mut registry = self.context.loaded.load_full();
-        let mut suspensions = crate::plugin::suspensions();
+        let mut suspensions = registry.suspensions();
         let mut tasks = registry.tasks();
         // Jobs a crash marked, each to run alone in a batch of its own.
         let mut alone = std::collections::VecDeque::new();
@@ -189,8 +189,8 @@ impl Worker {
             // Claim for the tasks loaded now (recomputed only when a reload swapped the
             // registry or a plugin was suspended or resumed).
             let now = self.context.loaded.load_full();
-            if !Arc::ptr_eq(&now, &registry) || suspensions != crate::plugin::suspensions() {
-                suspensions = crate::plugin::suspensions();
+            if !Arc::ptr_eq(&now, &registry) || suspensions != now.suspensions() {
+                suspensions = now.suspensions();
                 tasks = now.tasks();
                 registry = now;
             }

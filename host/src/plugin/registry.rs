@@ -54,6 +54,12 @@ impl Registry {
         self.iter().filter(|p| !p.is_suspended()).map(|p| p.name().to_owned()).collect()
     }
 
+    /// Suspensions and resumptions of its plugins so far: a worker recomputes its tasks
+    /// when this moves (each plugin's count only grows, so their sum moves with any).
+    pub fn suspensions(&self) -> u64 {
+        self.plugins.values().map(|p| p.suspensions()).sum()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.plugins.is_empty()
     }
