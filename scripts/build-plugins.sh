@@ -4,7 +4,8 @@
 # target on a fresh machine first. Python plugins (plugins/*-py, each an app.py) are
 # built with componentize-py from .venv (scripts/bootstrap.sh --need-python installs it;
 # without it they are skipped, with a line saying so),
-# only when their sources, the Python SDK or the WIT changed.
+# only when their sources, the Python SDK or the WIT changed. With package names as
+# arguments (`build-plugins.sh daily-points`), only those Rust plugins are built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
@@ -12,15 +13,20 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
     rustup target add wasm32-wasip2 >&2
 fi
 packages=()
-for manifest in plugins/*/Cargo.toml plugins/fixtures/*/Cargo.toml; do
-    [ -e "$manifest" ] || continue
-    packages+=(-p "$(sed -n 's/^name = "\(.*\)"/\1/p' "$manifest" | head -n1)")
-done
+for name in "$@"; do packages+=(-p "$name"); done
+if [ $# -eq 0 ]; then
+    for manifest in plugins/*/Cargo.toml plugins/fixtures/*/Cargo.toml; do
+        [ -e "$manifest" ] || continue
+        packages+=(-p "$(sed -n 's/^name = "\(.*\)"/\1/p' "$manifest" | head -n1)")
+    done
+fi
 # Guests ship without debug info: it is most of their size.
 CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=true \
     cargo build --quiet --release --target wasm32-wasip2 --target-dir target/wasm "${packages[@]}"
 out="$(pwd)/target/wasm/wasm32-wasip2/release"
-for app in plugins/*-py/app.py plugins/fixtures/*-py/app.py; do
+apps=(plugins/*-py/app.py plugins/fixtures/*-py/app.py)
+[ $# -eq 0 ] || apps=()
+for app in "${apps[@]}"; do
     [ -e "$app" ] || continue
     dir="$(dirname "$app")"
     wasm="$out/$(basename "$dir" | tr - _).wasm"
