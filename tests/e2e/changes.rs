@@ -131,6 +131,11 @@ async fn cursor_pause_discard_and_forget_are_recorded() {
     assert_eq!((row.get::<_, String>(0), row.get::<_, i32>(1), row.get::<_, String>(2)), ("discarded".into(), 0, "discarded: customer left".into()));
     let (_, out, _) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", "drop"]);
     assert_eq!(out.trim(), "already present (no-op)");
+    // The CLI refuses what almanac.enqueue refuses: it goes through it.
+    let long = "k".repeat(1536);
+    let (code, _, err) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", &long]);
+    assert!(code == 1 && err.contains("1536 bytes"), "{err}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE length(key) > 1024").await, 0);
     let (_, out, _) = almanac(&db, &["status", "--json"]);
     let line: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     assert_eq!((line["discarded"].as_i64(), line["done"].as_i64(), line["pending"].as_i64()), (Some(1), Some(1), Some(0)));

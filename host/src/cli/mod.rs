@@ -447,7 +447,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                 );
             }
             let payload = payload.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose().context("--payload is not JSON")?;
-            let new = scheduler::enqueue(&client, &task, slot, &key, payload.as_ref()).await?;
+            let new = scheduler::enqueue(&client, &task, slot, &key, payload.as_ref(), true).await.map_err(|e| anyhow::anyhow!(db::error_chain(&e)))?;
             match (new, slot > chrono::Utc::now()) {
                 (true, true) => println!("enqueued; it runs from {} (its slot has not started)", slot.format("%Y-%m-%d %H:%M:%SZ")),
                 (true, false) => println!("enqueued"),

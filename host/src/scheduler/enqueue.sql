@@ -1,8 +1,6 @@
--- One job by identity, from an operator: keyed under its period's instant (the ledger's,
--- for a period generated under another calendar), so a second insert of the same
--- (task, period, key) is a no-op, whoever sends it; a slot still to come does not run
--- before it starts.
-WITH p AS (SELECT * FROM almanac.period_slot($1, $2))
-INSERT INTO almanac.jobs (task, slot, key, payload, run_after, period)
-SELECT $1, p.slot, $3, $4, greatest(now(), $2), p.period FROM p
-ON CONFLICT DO NOTHING
+-- One job by identity, from an operator: through almanac.enqueue itself (migrations V7,
+-- V10, V11), so `almanac enqueue` refuses what an application's enqueue refuses (a key
+-- over 1,024 bytes, a payload over 1 MiB, a year outside 1 to 9999) and counts the job
+-- on its period as any enqueue does. $5: the slot was checked against the task's
+-- calendar by the host already (or the operator said --off-calendar).
+SELECT almanac.enqueue($1, $2, $3, $4, NULL, $5)

@@ -90,16 +90,18 @@ pub struct TickOutcome {
     pub more: bool,
 }
 
-/// Insert one job by identity, with an optional payload; false when it already existed.
-/// A slot still to come is not run before it starts.
+/// Insert one job by identity, with an optional payload, as `almanac.enqueue` does (its
+/// checks and all); false when it already existed. A slot still to come is not run
+/// before it starts. `checked`: the caller checked the slot against the calendar.
 pub async fn enqueue(
     client: &impl Sql,
     task: &str,
     slot: DateTime<Utc>,
     key: &str,
     payload: Option<&serde_json::Value>,
+    checked: bool,
 ) -> Result<bool, tokio_postgres::Error> {
-    Ok(client.exec(ENQUEUE, &[&task, &slot, &key, &payload.cloned()]).await? == 1)
+    Ok(client.one(ENQUEUE, &[&task, &slot, &key, &payload.cloned(), &checked]).await?.get(0))
 }
 
 /// The plugin's session `plan` runs in, opened at its first call in a batch and ended
