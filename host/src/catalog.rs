@@ -275,6 +275,21 @@ impl Folder {
     }
 }
 
+/// The plugins of `dir`, loaded (compiled and described) and admitted nowhere: no setup,
+/// role, grant or `almanac.plugins` row, so what reads them (`apply --dry-run`) changes
+/// nothing. Files that do not load come back with why; two files of one task are an error.
+pub async fn load_only(runtime: &Arc<Runtime>, dir: &Path) -> anyhow::Result<(Registry, Vec<String>)> {
+    let mut registry = Registry::default();
+    let mut refused = Vec::new();
+    for path in wasm_files(dir)? {
+        match runtime.load(&path).await {
+            Ok(plugin) => registry.insert(Arc::new(plugin))?,
+            Err(e) => refused.push(format!("{}: {e}", path.display())),
+        }
+    }
+    Ok((registry, refused))
+}
+
 /// The `*.wasm` files directly in `dir`, sorted (the first file to claim a task keeps it).
 pub(crate) fn wasm_files(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let entries = std::fs::read_dir(dir).with_context(|| format!("cannot read plugins directory {}", dir.display()))?;

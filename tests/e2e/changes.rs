@@ -56,6 +56,16 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("fixture-minutely: would change: cron \"*/10 * * * * *\" -> \"*/3 * * * * *\""), "{out}");
     assert_eq!(stored_cron(&db).await, "*/10 * * * * *");
+    // Nothing means nothing: a task no host has is not set up by a dry run (no table of
+    // its setup, no role, no almanac.plugins row, no schedule).
+    let fresh = plugin_dir(&["fixture_minutely", "daily_points"]);
+    let (code, out, err) = almanac(&db, &["apply", "--plugins", &fresh.path().display().to_string(), "--config", &every_3s, "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("daily-points: would register"), "{out}");
+    assert_eq!(db.count("SELECT count(*) FROM pg_roles WHERE rolname LIKE '%daily%points%'").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM pg_class WHERE relname = 'points_ledger'").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.plugins WHERE name = 'daily-points'").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.schedules WHERE task = 'daily-points'").await, 0);
 
     // Applied: recorded with who, from what, to what; A follows.
     let (code, out, err) = almanac(&db, &["apply", "--plugins", &plugins.path().display().to_string(), "--config", &every_3s, "--reason", "faster demo"]);

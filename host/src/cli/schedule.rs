@@ -319,12 +319,27 @@ pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> an
         register_schedules: false,
         ..host::Options::new(args.plugins.clone(), data_dir)
     };
-    let host = host::Host::start(url, options, &shutdown).await?;
+    // A dry run loads the folder and admits nothing (a host would set the plugins up: their
+    // tables, roles, grants); applying for real starts a host as a deploy does.
+    let (registry, _host) = match args.dry_run {
+        true => {
+            let tls = almanac::db::config(url, &Default::default())?.tls;
+            let runtime = almanac::plugin::Runtime::new(almanac::plugin::Limits::default(), Some(data_dir.join("cache")), tls)?;
+            let (registry, refused) = almanac::catalog::load_only(&runtime, &args.plugins).await?;
+            for why in refused {
+                eprintln!("not loaded: {why}");
+            }
+            (Arc::new(registry), None)
+        }
+        false => {
+            let host = host::Host::start(url, options, &shutdown).await?;
+            (host.registry(), Some(host))
+        }
+    };
     let config = config_path.as_deref().map(almanac::config::Config::load).transpose()?;
     let (mut client, _conn) = super::connect_once(url).await?;
     let origin = applied::origin("apply");
     let reason = args.reason.clone().or_else(|| config_path.as_ref().map(|p| format!("from {}", p.display())));
-    let registry = host.registry();
     if registry.is_empty() {
         bail!("no plugins loaded from {}: nothing to apply", args.plugins.display());
     }
