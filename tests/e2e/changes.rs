@@ -141,6 +141,12 @@ async fn cursor_pause_discard_and_forget_are_recorded() {
     assert_eq!((row.get::<_, String>(0), row.get::<_, i32>(1), row.get::<_, String>(2)), ("discarded".into(), 0, "discarded: customer left".into()));
     let (_, out, _) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", "drop"]);
     assert_eq!(out.trim(), "already present (no-op)");
+    // What an application connects with: the database the CLI uses.
+    let (code, out, err) = almanac(&db, &["url"]);
+    assert_eq!(code, 0, "{err}");
+    let app = crate::support::connect(out.trim()).await;
+    let name: String = app.query_one("SELECT current_database()", &[]).await.unwrap().get(0);
+    assert!(db.url.contains(&format!("dbname={name}")), "{out} leads to {name}");
     // The CLI refuses what almanac.enqueue refuses: it goes through it.
     let long = "k".repeat(1536);
     let (code, _, err) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", &long]);

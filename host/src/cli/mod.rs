@@ -173,6 +173,10 @@ enum Command {
         #[arg(last = true)]
         args: Vec<String>,
     },
+    /// Print the connection string of database `almanac` (DATABASE_URL's, its password
+    /// hidden, or the private cluster's, started if needed): what an application or psql
+    /// connects with.
+    Url,
     /// Stop the private cluster under --data-dir (a fast shutdown), if it runs.
     Stop,
     /// Make database NAME in the private cluster under --data-dir anew (dropped first if
@@ -534,6 +538,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Psql { args } => {
             let url = almanac_db().await?;
             return psql(&url, &args);
+        }
+        Command::Url => {
+            let url = almanac_db().await?;
+            println!("{}", db::conninfo::redact(&url));
         }
         Command::Scratch { name } => return dryrun::scratch(&cli.data_dir, &name).await,
         Command::Stop => {
