@@ -175,7 +175,7 @@ mod example;
 async fn the_readme_examples_run() {
     let root = crate::support::workspace();
     let page = std::fs::read_to_string(root.join("docs/src/guide/enqueue.md")).unwrap();
-    for file in ["enqueue.sql", "enqueue.rs", "enqueue.mjs"] {
+    for file in ["enqueue.sql", "enqueue.rs", "enqueue.mjs", "enqueue.py"] {
         let text = std::fs::read_to_string(root.join("examples/enqueue").join(file)).unwrap();
         assert!(page.contains(text.trim_end()), "docs/src/guide/enqueue.md does not show examples/enqueue/{file} as it is");
     }
@@ -214,6 +214,16 @@ async fn the_readme_examples_run() {
         .unwrap();
     assert!(node.status.success(), "node: {}", String::from_utf8_lossy(&node.stderr));
 
+    let python = root.join(".venv/bin/python");
+    assert!(python.exists(), "run `bash scripts/bootstrap.sh --need-python` (it installs psycopg)");
+    let py = std::process::Command::new(&python)
+        .args(["enqueue.py", "45", "barbara@example.com"])
+        .current_dir(root.join("examples/enqueue"))
+        .env("DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "python: {}", String::from_utf8_lossy(&py.stderr));
+
     let jobs: Vec<(String, serde_json::Value, bool)> = db
         .client
         .query("SELECT j.key, j.payload, j.slot = o.placed_at FROM almanac.jobs j JOIN orders o ON j.key = 'order-' || o.id ORDER BY j.key", &[])
@@ -228,11 +238,12 @@ async fn the_readme_examples_run() {
             ("order-42".into(), serde_json::json!({"order": 42, "email": "ada@example.com"}), true),
             ("order-43".into(), serde_json::json!({"order": 43, "email": "grace@example.com"}), true),
             ("order-44".into(), serde_json::json!({"order": 44, "email": "linus@example.com"}), true),
+            ("order-45".into(), serde_json::json!({"order": 45, "email": "barbara@example.com"}), true),
         ]
     );
     // The same order again: its insert fails, and no second job appears.
     assert!(example::place_order(&mut client, 43, "grace@example.com").await.is_err());
-    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 3);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 4);
 }
 
 /// A role given one task may enqueue into that task alone, and a refusal names only the
