@@ -66,6 +66,15 @@ async fn a_dry_run_shows_every_statement_and_keeps_nothing_without_commit() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("committed"), "{out}");
     assert_eq!(state(&db).await, (vec![10, 0, 0], true, 0));
+
+    // A publish is shown as the message the receiver would get: topic, key, its JSON.
+    let notify = plugin_dir(&["points_notify"]);
+    let (code, out, err) = almanac(&["try", "points-notify", "--slot", "2026-03-08", "--key", "3", "--plugins", &notify.path().display().to_string()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(r#"outbox publish on "points-awarded" key "points-notify/2026-03-08/3" as "application/json": "{\"task\":\"points-notify\",\"period\":\"2026-03-08\""#),
+        "{out}"
+    );
 }
 
 /// A plugin that sends statements without end cannot grow a dry run's memory: the first

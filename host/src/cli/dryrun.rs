@@ -113,12 +113,15 @@ async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyh
 /// Print what the call did; exit 1 if it failed.
 fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
     for (n, s) in tried.trace.statements.iter().enumerate() {
-        let who = match s.who {
-            Who::Plugin => "plugin",
-            Who::Host => "outbox",
+        let (who, sql, params) = match (s.who, s.params.as_slice()) {
+            // The message as the receiver would get it, not the host's statement.
+            (Who::Host, [topic, key, payload, content_type]) => ("outbox", format!("publish on {topic} key {key} as {content_type}:"), format!(" {payload}")),
+            (who, params) => (
+                if who == Who::Plugin { "plugin" } else { "outbox" },
+                s.sql.split_whitespace().collect::<Vec<_>>().join(" "),
+                if params.is_empty() { String::new() } else { format!("  [{}]", params.join(", ")) },
+            ),
         };
-        let sql = s.sql.split_whitespace().collect::<Vec<_>>().join(" ");
-        let params = if s.params.is_empty() { String::new() } else { format!("  [{}]", s.params.join(", ")) };
         println!("  {:>3} {who:<6} {sql}{params}\n      -> {} ({:.1} ms)", n + 1, s.outcome, s.elapsed.as_secs_f64() * 1000.0);
     }
     if tried.trace.untraced > 0 {

@@ -150,7 +150,11 @@ pub fn show(value: &Value) -> String {
         Value::Int(i) => i.to_string(),
         Value::Float(f) => f.to_string(),
         Value::Text(t) => format!("{t:?}"),
-        Value::Bytes(b) => format!("<{} bytes>", b.len()),
+        // Text (a JSON message, say) is shown as text, escaped; other bytes by their count.
+        Value::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(text) => format!("{text:?} ({} bytes)", b.len()),
+            Err(_) => format!("<{} bytes>", b.len()),
+        },
         Value::Timestamp(micros) => {
             chrono::DateTime::from_timestamp_micros(*micros).map_or_else(|| micros.to_string(), |t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
         }
