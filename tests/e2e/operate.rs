@@ -130,6 +130,23 @@ async fn psql_reaches_the_private_cluster_and_stop_stops_it() {
     let cluster = almanac::cluster::Cluster::new(&dir.path().join("pg")).unwrap();
     assert_eq!((code, out.trim()), (0, "almanac"), "{err}");
     assert!(cluster.is_running());
+    // A copy of the running cluster's directory is named for what it is, not taken for
+    // that server.
+    let copy = tempfile::Builder::new().prefix("almanac-copy-").tempdir().unwrap();
+    let copied = std::process::Command::new("cp").arg("-a").arg(dir.path().join("pg")).arg(copy.path()).status().unwrap();
+    assert!(copied.success());
+    let out = std::process::Command::new(crate::support::almanac_bin())
+        .arg("--data-dir")
+        .arg(copy.path())
+        .args(["status"])
+        .env_remove("DATABASE_URL")
+        .env_remove("PGHOST")
+        .env_remove("PGDATABASE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("postmaster.pid was written by the server of another data directory"), "{err}");
+    assert!(err.contains(&dir.path().join("pg").canonicalize().unwrap().display().to_string()), "{err}");
     let (code, out, _) = run(&["stop"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("stopped the private cluster"), "{out}");

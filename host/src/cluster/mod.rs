@@ -25,6 +25,11 @@ pub enum ClusterError {
     Command { command: String, detail: String },
     #[error("database {0:?} exists and was not made by `almanac scratch`: it is not dropped (give another name)")]
     NotScratch(String),
+    #[error(
+        "{dir}/postmaster.pid was written by the server of another data directory ({theirs}, PID {pid}): this one was copied while that server ran. \
+         If no server runs on {dir}, delete {dir}/postmaster.pid and try again"
+    )]
+    CopiedPidFile { dir: String, theirs: String, pid: String },
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("cannot set up the private cluster's database: {0}")]
@@ -130,10 +135,25 @@ impl Cluster {
     pub fn ensure(data_dir: &Path, settings: &Settings) -> Result<Cluster, ClusterError> {
         let cluster = Cluster::new(data_dir)?;
         cluster.init(settings)?;
+        // pg_ctl would take the other server for this one (its PID is alive) and every
+        // connection would then fail on a socket that does not exist.
+        if let Some((pid, theirs)) = cluster.foreign_pid_file() {
+            return Err(ClusterError::CopiedPidFile { dir: cluster.data_dir.display().to_string(), theirs, pid });
+        }
         if !cluster.is_running() {
             cluster.start()?;
         }
         Ok(cluster)
+    }
+
+    /// (PID, data directory) of a `postmaster.pid` that names another data directory
+    /// (its second line is the directory the server was started on).
+    fn foreign_pid_file(&self) -> Option<(String, String)> {
+        let text = std::fs::read_to_string(self.data_dir.join("postmaster.pid")).ok()?;
+        let mut lines = text.lines();
+        let (pid, theirs) = (lines.next()?.trim().to_owned(), lines.next()?.trim().to_owned());
+        let same = Path::new(&theirs).canonicalize().is_ok_and(|t| t == self.data_dir);
+        (!same).then_some((pid, theirs))
     }
 
     fn initialized(&self) -> bool {
