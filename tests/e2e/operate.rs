@@ -130,6 +130,9 @@ async fn psql_reaches_the_private_cluster_and_stop_stops_it() {
     let cluster = almanac::cluster::Cluster::new(&dir.path().join("pg")).unwrap();
     assert_eq!((code, out.trim()), (0, "almanac"), "{err}");
     assert!(cluster.is_running());
+    // Its database has Almanac's tables from the first command on.
+    let (code, out, err) = run(&["status"]);
+    assert!(code == 0 && out.starts_with("TASK"), "{out}{err}");
     // A copy of the running cluster's directory is named for what it is, not taken for
     // that server.
     let copy = tempfile::Builder::new().prefix("almanac-copy-").tempdir().unwrap();

@@ -630,5 +630,13 @@ pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path
     let cluster =
         tokio::task::spawn_blocking(move || Cluster::ensure(&pg_dir, &Settings::default())).await?.context("cannot start the private PostgreSQL cluster")?;
     tracing::info!(data = %cluster.data_dir.display(), socket = %cluster.socket_dir.display(), "DATABASE_URL is unset: using the private PostgreSQL cluster");
-    Ok(cluster.provision(dbname).await?)
+    let url = cluster.provision(dbname).await?;
+    // The private cluster is Almanac's own: its databases hold Almanac's tables from the
+    // first command on (`almanac status` on a fresh one failed on a missing table).
+    let (mut client, _conn) = connect_once(&url).await?;
+    let applied = almanac::migrate::run_to(&mut client, None).await?;
+    if !applied.is_empty() {
+        tracing::info!(database = dbname, migrations = applied.len(), "migrated the private cluster's database");
+    }
+    Ok(url)
 }
