@@ -273,11 +273,11 @@ pub async fn grant_present(tx: &(impl GenericClient + Sql), role: &str, tables: 
 /// take or hold it (an advisory lock's key is anyone's), and it works through a
 /// transaction pooler. A lock never released (the host dies) ends with its connection.
 pub struct SetupLock {
-    conn: Option<deadpool_postgres::Object>,
+    conn: Option<crate::db::Conn>,
 }
 
 impl SetupLock {
-    pub async fn take(pool: &deadpool_postgres::Pool) -> Result<SetupLock, AccessError> {
+    pub async fn take(pool: &crate::db::Pool) -> Result<SetupLock, AccessError> {
         let conn = pool.get().await.map_err(|e| AccessError::Lock(e.to_string()))?;
         conn.batch_execute("BEGIN; SELECT 1 FROM almanac.setup_lock FOR UPDATE").await?;
         Ok(SetupLock { conn: Some(conn) })
@@ -295,7 +295,7 @@ impl Drop for SetupLock {
     fn drop(&mut self) {
         // Released on an error path: the connection goes, its transaction with it.
         if let Some(conn) = self.conn.take() {
-            drop(deadpool_postgres::Object::take(conn));
+            conn.close();
         }
     }
 }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::db::{Conn, Pool};
 use anyhow::Context;
-use deadpool_postgres::{Object, Pool};
 use notify::{event::AccessKind, EventKind, RecursiveMode, Watcher};
 use tokio_util::sync::CancellationToken;
 
@@ -85,7 +85,7 @@ impl Folder {
     /// Bring the loaded plugins in line with the folder: unchanged files keep their
     /// plugin, new and changed ones are loaded and set up, removed ones are dropped.
     /// Returns what was refused; an error only when the folder cannot be read.
-    pub async fn scan(&mut self, conn: &mut Object) -> anyhow::Result<Vec<Refusal>> {
+    pub async fn scan(&mut self, conn: &mut Conn) -> anyhow::Result<Vec<Refusal>> {
         let files = wasm_files(&self.dir)?;
         let current = self.loaded.load_full();
         let mut next = Registry::default();
@@ -158,7 +158,7 @@ impl Folder {
 
     /// Load one file and, if no other file provides its task, give it its tables and role,
     /// record it and register its schedule.
-    async fn admit(&self, conn: &mut Object, file: PluginFile, next: &Registry) -> Result<Plugin, Refusal> {
+    async fn admit(&self, conn: &mut Conn, file: PluginFile, next: &Registry) -> Result<Plugin, Refusal> {
         let mut plugin = self.runtime.load_file(file).await?;
         let settings = match &self.config {
             Some(config) => config.apply_to(&mut plugin.spec)?,
@@ -183,7 +183,7 @@ impl Folder {
 
     /// Un-refuse the files whose task's stored schedule changed since they disagreed
     /// with it, so the next scan tries them again (it changes nothing for the others).
-    async fn forget_changed_schedules(&mut self, conn: &Object) -> bool {
+    async fn forget_changed_schedules(&mut self, conn: &Conn) -> bool {
         let tasks: Vec<String> = self.disagreeing.values().map(|(task, _)| task.clone()).collect();
         let Ok(now) = scheduler::applied::revisions(conn, &tasks).await else { return false };
         let changed: Vec<PathBuf> =
@@ -324,7 +324,7 @@ fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
 /// exactly the tables it declares), record it as loaded and register its schedule.
 /// Setup runs one plugin at a time across hosts, in a session of the plugin's own login.
 async fn install(
-    conn: &mut Object,
+    conn: &mut Conn,
     logins: &crate::login::Logins,
     plugin: &Plugin,
     policy: &Policy,
@@ -332,7 +332,7 @@ async fn install(
     register: Option<&str>,
 ) -> anyhow::Result<()> {
     let spec = &plugin.spec;
-    let pool = Object::pool(conn).context("a host connection outside its pool")?;
+    let pool = Conn::pool(conn).context("a host connection outside its pool")?;
     let lock = access::SetupLock::take(&pool).await?;
     open_login(conn, plugin, policy, false).await?;
     if !spec.setup.is_empty() {
@@ -394,14 +394,14 @@ async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
 /// a committed role). The setup itself runs in the dry run's own transaction
 /// ([`dry_setup`]), rolled back with it. The caller holds an [`access::SetupLock`] from
 /// here to [`finish_login`].
-pub async fn prepare_login(client: &mut Object, plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
+pub async fn prepare_login(client: &mut Conn, plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
     open_login(client, plugin, policy, true).await
 }
 
 /// Committed before a plugin's session can open (under the setup lock the caller holds):
 /// its setup checked, its role, its login, with `grant_existing` grants of the declared tables that
 /// exist already, and the right to create tables for its setup.
-async fn open_login(conn: &mut Object, plugin: &Plugin, policy: &Policy, grant_existing: bool) -> anyhow::Result<()> {
+async fn open_login(conn: &mut Conn, plugin: &Plugin, policy: &Policy, grant_existing: bool) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     check_setup(plugin, policy).await?;
     access::ensure_role(&***conn, &spec.role).await?;
@@ -425,7 +425,7 @@ pub async fn dry_setup(session: &(impl tokio_postgres::GenericClient + Sql), plu
 }
 
 /// After a dry run: the setup's right to create tables taken back.
-pub async fn finish_login(client: &mut Object, plugin: &Plugin) -> anyhow::Result<()> {
+pub async fn finish_login(client: &mut Conn, plugin: &Plugin) -> anyhow::Result<()> {
     // One transaction, so a job running meanwhile never sees the role without its tables.
     let tx = client.transaction().await?;
     access::grant_present(&*tx, &plugin.spec.role, &plugin.spec.tables, true).await?;

@@ -10,9 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::db::Pool;
 use anyhow::bail;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Pool;
 
 use crate::bindings::almanac::plugin::types::Job;
 use crate::capability::db::Trace;
@@ -126,7 +126,7 @@ pub async fn plan(
 /// setup's right to create tables given, then taken back) through `pool`, as the host.
 async fn within<F, Fut>((pool, logins): (&Pool, &Logins), runtime: &Runtime, plugin: &Plugin, commit: bool, call: F) -> anyhow::Result<Tried>
 where
-    F: FnOnce(Arc<deadpool_postgres::Object>) -> Fut,
+    F: FnOnce(Arc<crate::db::Conn>) -> Fut,
     Fut: std::future::Future<Output = (Result<Vec<String>, String>, Trace)>,
 {
     let mut host = pool.get().await?;

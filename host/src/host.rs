@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::Pool;
+use crate::db::Pool;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -37,6 +37,9 @@ pub struct Options {
     /// Register the served tasks' schedules. Defaults to true; `backfill` generates a
     /// range without making the task scheduled.
     pub register_schedules: bool,
+    /// The connection string leads to a transaction-pooling pooler (`--pooler`).
+    /// Defaults to false.
+    pub pooled: bool,
     /// A connection string straight to PostgreSQL, when the main one leads through a
     /// transaction-pooling pooler: what needs a session (LISTEN, migrations) uses it.
     pub direct_url: Option<String>,
@@ -59,6 +62,7 @@ impl Options {
             watch: false,
             metrics: Arc::default(),
             register_schedules: true,
+            pooled: false,
             direct_url: None,
         }
     }
@@ -81,19 +85,19 @@ pub struct Host {
 impl Host {
     /// Connect (waiting for the database if it is down), migrate and load plugins.
     pub async fn start(url: &str, options: Options, shutdown: &CancellationToken) -> anyhow::Result<Host> {
-        let target = crate::db::config(url, &options.session)?;
+        let target = crate::db::config(url, options.pooled, &options.session)?;
         tracing::info!(database = %target.describe(), "connecting");
         // Workers, plus the scheduler, the claim recorder, the claims sweep and the
         // folder watch (the outbox dispatcher has a pool of its own).
-        let pool = crate::db::pool(&target.role("worker"), options.executor.workers + 5)?;
+        let pool = crate::db::Pool::new(&target.role("worker"), options.executor.workers + 5)?;
         let mut conn = crate::db::connect(&pool, shutdown).await?;
         // What needs a session (migrating, LISTEN) never goes through a transaction pooler.
-        let session = match crate::db::pooled() {
+        let session = match options.pooled {
             false => Some(target.clone()),
             true => options.direct_url.as_deref().map(|url| crate::db::direct(url, &options.session)).transpose()?,
         };
         if options.migrate {
-            let applied = match (crate::db::pooled(), &session) {
+            let applied = match (options.pooled, &session) {
                 (false, _) => migrate::run(&mut conn).await?,
                 (true, Some(direct)) => {
                     let (mut client, connection) = direct.role("migrate").connect().await?;
@@ -109,7 +113,7 @@ impl Host {
                 tracing::info!(?applied, "migrations applied");
             }
         }
-        if crate::db::pooled() {
+        if options.pooled {
             crate::db::check_pooled_settings(&**conn).await?;
             if session.is_none() {
                 tracing::info!("through a pooler without --direct-url: no LISTEN wake-ups; idle workers poll every --poll-interval");

@@ -8,12 +8,12 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use crate::db::Pool;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use deadpool_postgres::Pool;
 use tokio_util::sync::CancellationToken;
 
 use crate::metrics::Metrics;
@@ -50,12 +50,12 @@ impl Observed {
 
     /// The host has connected and loaded its plugins.
     pub fn started(&self, target: crate::db::Target, loaded: Arc<Loaded>, topics: Vec<String>) -> Result<(), crate::db::DbError> {
-        let pool = crate::db::pool(&target.role("http"), POOL_SIZE)?;
+        let pool = crate::db::Pool::new(&target.role("http"), POOL_SIZE)?;
         let _ = self.running.set(Running { pool, loaded, topics });
         Ok(())
     }
 
-    async fn client(&self) -> Option<deadpool_postgres::Object> {
+    async fn client(&self) -> Option<crate::db::Conn> {
         let running = self.running.get()?;
         tokio::time::timeout(DB_WAIT, running.pool.get()).await.ok()?.ok()
     }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_postgres::{Object, Pool};
+use crate::db::{Conn, Pool};
 
 use crate::db::{Sql, Target};
 
@@ -152,8 +152,8 @@ impl Logins {
     /// A session of `task`'s login. A password rotated meanwhile is read again; one
     /// refused even so (a plugin may change its own login's password, locking the hosts
     /// out) is replaced by a new one.
-    pub async fn get(&self, task: &str) -> Result<Object, LoginError> {
-        let refused = |e: deadpool_postgres::PoolError| LoginError::Connect { task: task.to_owned(), reason: crate::db::error_chain(&e) };
+    pub async fn get(&self, task: &str) -> Result<Conn, LoginError> {
+        let refused = |e: crate::db::PoolError| LoginError::Connect { task: task.to_owned(), reason: crate::db::error_chain(&e) };
         match self.pool(task).await?.get().await {
             Ok(conn) => return Ok(conn),
             Err(e) if is_auth(&e) => self.forget(task),
@@ -180,7 +180,7 @@ impl Logins {
     /// Close sessions idle for a while, in every task's pool.
     pub fn close_idle(&self) {
         for pool in self.pools.lock().unwrap_or_else(|e| e.into_inner()).values() {
-            pool.retain(|_, metrics| metrics.last_used() < IDLE);
+            pool.retain(|metrics| metrics.last_used() < IDLE);
         }
     }
 
@@ -193,16 +193,16 @@ impl Logins {
         let (login, password): (String, String) = (row.get(0), row.get(1));
         let mut target = self.target.role(&format!("plugin {task}"));
         target.config.user(&login).password(password);
-        let pool = crate::db::pool(&target, self.size).map_err(|e| LoginError::Connect { task: task.to_owned(), reason: e.to_string() })?;
+        let pool = crate::db::Pool::new(&target, self.size).map_err(|e| LoginError::Connect { task: task.to_owned(), reason: e.to_string() })?;
         self.pools.lock().unwrap_or_else(|e| e.into_inner()).insert(task.to_owned(), pool.clone());
         Ok(pool)
     }
 }
 
 /// A refused password (28P01) or login (28000).
-fn is_auth(e: &deadpool_postgres::PoolError) -> bool {
+fn is_auth(e: &crate::db::PoolError) -> bool {
     match e {
-        deadpool_postgres::PoolError::Backend(pg) => pg.code().is_some_and(|c| c.code().starts_with("28")),
+        crate::db::PoolError::Backend(pg) => pg.code().is_some_and(|c| c.code().starts_with("28")),
         _ => false,
     }
 }

@@ -103,7 +103,10 @@ fn resolve(path: &str, names: &BTreeSet<String>) -> Option<String> {
     (1..=parts.len()).rev().map(|n| parts[..n].join("::")).find(|candidate| names.contains(candidate))
 }
 
-fn imports() -> BTreeMap<String, BTreeSet<String>> {
+/// Every module's imports of other modules, and of its own ancestors (a child that
+/// reaches back into its parent's file: the parent declares the child, so that is a
+/// circle whatever the parent itself imports).
+fn all_imports() -> BTreeMap<String, BTreeSet<String>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let modules = modules(&src);
     let names: BTreeSet<String> = modules.keys().cloned().collect();
@@ -119,11 +122,36 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
                 targets.extend(resolve(&format!("{parent}::{path}"), &names));
             }
         }
-        // A module using its own ancestors (`super`) or itself is not an import between modules.
-        targets.retain(|t| t != module && !module.starts_with(&format!("{t}::")));
+        targets.remove(module);
         edges.insert(module.clone(), targets);
     }
     edges
+}
+
+fn is_ancestor(ancestor: &str, of: &str) -> bool {
+    of.starts_with(&format!("{ancestor}::"))
+}
+
+/// Imports between modules that are not each other's ancestors.
+fn imports() -> BTreeMap<String, BTreeSet<String>> {
+    let mut edges = all_imports();
+    for (module, targets) in edges.iter_mut() {
+        targets.retain(|t| !is_ancestor(t, module));
+    }
+    edges
+}
+
+/// A parent file holds its children's declarations and what it shows of them; what the
+/// children share lives in a child, so no child reaches back into its parent.
+#[test]
+fn no_child_imports_its_parent() {
+    let mut wrong = Vec::new();
+    for (module, targets) in all_imports() {
+        for target in targets.iter().filter(|t| is_ancestor(t, &module)) {
+            wrong.push(format!("{module} imports from its ancestor {target}: move what they share into a child of {target}"));
+        }
+    }
+    assert!(wrong.is_empty(), "children reaching back into their parents:\n{}", wrong.join("\n"));
 }
 
 #[test]

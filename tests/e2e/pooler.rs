@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::support::{almanac, cluster, plugin_dir, HostProc, TestDb};
 use almanac::cluster::Bouncer;
+use almanac::{executor, host};
 
 async fn backlog(db: &TestDb, n: i64) {
     db.accounts(n).await;
@@ -70,4 +71,40 @@ async fn a_backlog_runs_through_pgbouncer_and_survives_its_restart() {
     let (code, out, err) = almanac(&pooled, &["jobs", "--pooler", "--limit", "3"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("done"), "{out}");
+}
+
+/// Whether statements may outlive their transaction is a property of a host's connection
+/// target, not of its process: a host through the pooler and a host straight to
+/// PostgreSQL share one process and one backlog, and each job runs once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pooled_and_a_direct_host_share_one_process() {
+    let db = TestDb::new().await;
+    backlog(&db, 2000).await;
+    let dir = tempfile::Builder::new().prefix("almanac-pgbouncer-").tempdir().unwrap();
+    let bouncer = Bouncer::start(cluster(), dir.path()).await.expect("start pgbouncer");
+    let plugins = plugin_dir(&["daily_points"]);
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let mut served = Vec::new();
+    for (url, pooled) in [(bouncer.url(&db.name), true), (db.url.clone(), false)] {
+        let options = host::Options {
+            pooled,
+            executor: executor::Options { batch: 4, workers: 2, poll_interval: Duration::from_millis(50), ..executor::Options::default() },
+            ..host::Options::new(plugins.path().to_owned(), dir.path())
+        };
+        let host = host::Host::start(&url, options, &shutdown).await.unwrap_or_else(|e| panic!("a host with pooled={pooled}: {e:#}"));
+        served.push(tokio::spawn(host.serve(shutdown.clone())));
+        if pooled {
+            // The pooled host has run jobs before the direct one starts beside it.
+            db.wait_count("SELECT least(count(*), 200) FROM almanac.jobs WHERE status = 'done'", 200, Duration::from_secs(60)).await;
+        }
+    }
+    assert!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'").await < 2000, "the direct host started mid-run");
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 2000, Duration::from_secs(120)).await;
+    shutdown.cancel();
+    for serving in served {
+        serving.await.unwrap().unwrap();
+    }
+    assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points <> 10").await, 0, "every account exactly once");
+    // A prepared statement through the pooler would have failed a batch: every job ran once.
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE attempts <> 1 OR last_error IS NOT NULL").await, 0);
 }

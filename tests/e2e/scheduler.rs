@@ -33,8 +33,8 @@ async fn two_schedulers_racing_for_200_ticks_never_double_generate_or_skip() {
     let runtime = Runtime::new(Limits::default(), None, almanac::db::plain()).unwrap();
     let plugin = Arc::new(runtime.load(&built_plugins().join("fixture_minutely.wasm")).await.unwrap());
     let options = scheduler::Options { max_slots_per_tick: 5, ..scheduler::Options::default() };
-    let target = db::config(&db.url, &Default::default()).unwrap();
-    let pool = db::pool(&target, 2).unwrap();
+    let target = db::config(&db.url, false, &Default::default()).unwrap();
+    let pool = db::Pool::new(&target, 2).unwrap();
     // plan runs in a session of the task's own login, which a host makes when it loads
     // the plugin; these ticks run without a host.
     {

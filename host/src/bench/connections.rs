@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::{reset, run_almanac, seed_accounts, timed, verified, Options, Run};
+use super::harness::{fresh_database, reset, run_almanac, seed_accounts, settings, timed, verified, Options, Run};
 use crate::cluster::{Bouncer, Cluster};
 use crate::{executor, host};
 
@@ -30,7 +30,7 @@ pub async fn measure(options: &Options, host_options: &host::Options) -> anyhow:
     let _ = std::fs::remove_dir_all(&dir);
     let mut cluster = Cluster::new(&dir.join("pg"))?;
     cluster.port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let mut settings = super::settings();
+    let mut settings = settings();
     for (k, v) in [("listen_addresses", "'127.0.0.1'"), ("ssl", "on"), ("ssl_cert_file", "'server.crt'"), ("ssl_key_file", "'server.key'")] {
         settings.extra.push((k.into(), v.into()));
     }
@@ -45,14 +45,13 @@ pub async fn measure(options: &Options, host_options: &host::Options) -> anyhow:
     cluster.own(&cluster.data_dir)?;
     cluster.start()?;
     let result = measure_on(&cluster, &dir, options, host_options).await;
-    crate::db::set_pooled(false);
     let _ = cluster.stop("immediate");
     let _ = std::fs::remove_dir_all(&dir);
     result
 }
 
 async fn measure_on(cluster: &Cluster, dir: &Path, options: &Options, host_options: &host::Options) -> anyhow::Result<Vec<ConnectionRun>> {
-    let socket_url = super::fresh_database(cluster, DB).await?;
+    let socket_url = fresh_database(cluster, DB).await?;
     seed_accounts(&socket_url, options.accounts).await?;
     let bouncer = Bouncer::start(cluster, &dir.join("pgbouncer")).await?;
     let tcp = format!("host=localhost hostaddr=127.0.0.1 port={} user=postgres dbname={DB}", cluster.port);
@@ -69,9 +68,8 @@ async fn measure_on(cluster: &Cluster, dir: &Path, options: &Options, host_optio
     let rounds = vias.iter().map(|v| (1, v)).chain(vias.iter().rev().map(|v| (2, v)));
     for (round, (via, url, pooled)) in rounds {
         let (via, pooled) = (*via, *pooled);
-        crate::db::set_pooled(pooled);
         let shutdown = CancellationToken::new();
-        let host = host::Host::start(url, host_options.clone(), &shutdown).await.with_context(|| format!("a host via {via}"))?;
+        let host = host::Host::start(url, host::Options { pooled, ..host_options.clone() }, &shutdown).await.with_context(|| format!("a host via {via}"))?;
         for &batch in &options.batches {
             reset(&admin).await?;
             let exec = executor::Options { batch, poll_interval: Duration::from_millis(50), ..host_options.executor.clone() };

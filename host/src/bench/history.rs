@@ -9,7 +9,7 @@ use anyhow::{ensure, Context};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::Options;
+use super::harness::{claim_latency, fresh_database, run_almanac, seed_accounts, HistoryOptions, Options, TASK};
 use crate::cluster::Cluster;
 use crate::{executor, host};
 
@@ -18,17 +18,6 @@ const AHEAD: &str = include_str!("history_ahead.sql");
 const DUE: &str = include_str!("history_due.sql");
 const VERIFY: &str = include_str!("history_verify.sql");
 const SIZES: &str = include_str!("history_sizes.sql");
-
-/// How big a history to measure on.
-#[derive(Debug, Clone)]
-pub struct HistoryOptions {
-    /// Done jobs spread over a year of daily slots (a tenth as many wait, not yet due).
-    pub done: i64,
-    /// Jobs of the run whose dead tuples are counted (200,000).
-    pub churn: i64,
-    /// How long to wait for autovacuum to visit almanac.jobs after that run.
-    pub autovacuum_wait: Duration,
-}
 
 /// One side of the comparison: on an empty history, or on the full one.
 #[derive(Debug, Clone, Serialize)]
@@ -64,8 +53,8 @@ pub struct HistoryReport {
 
 pub async fn measure(cluster: &Cluster, options: &Options, host_options: &host::Options, history: &HistoryOptions) -> anyhow::Result<HistoryReport> {
     let done = history.done;
-    let url = super::fresh_database(cluster, "almanac_bench_history").await?;
-    super::seed_accounts(&url, options.accounts).await?;
+    let url = fresh_database(cluster, "almanac_bench_history").await?;
+    seed_accounts(&url, options.accounts).await?;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let host = host::Host::start(&url, host_options.clone(), &shutdown).await?;
     let admin = host.pool.get().await?;
@@ -133,7 +122,7 @@ pub async fn measure(cluster: &Cluster, options: &Options, host_options: &host::
     })
 }
 
-async fn side(host: &host::Host, admin: &deadpool_postgres::Object, options: &Options, run: &mut i64) -> anyhow::Result<Side> {
+async fn side(host: &host::Host, admin: &crate::db::Conn, options: &Options, run: &mut i64) -> anyhow::Result<Side> {
     *run += 1;
     let batch1 = throughput(host, admin, options, 1, *run).await?;
     *run += 1;
@@ -142,14 +131,14 @@ async fn side(host: &host::Host, admin: &deadpool_postgres::Object, options: &Op
     *run += 1;
     admin.execute(DUE, &[&run_slot(admin, *run).await?]).await?;
     // In a session of the task's login, as the executor claims.
-    let session = host.logins.get(super::TASK).await?;
-    let (claim_p50_ms, claim_p99_ms) = super::claim_latency(&session, options.claim_samples).await?;
+    let session = host.logins.get(TASK).await?;
+    let (claim_p50_ms, claim_p99_ms) = claim_latency(&session, options.claim_samples).await?;
     drop(session);
     let registry = host.registry();
     let status = latencies(20, || async { crate::status::report(admin).await.map(drop) }).await?;
     let overview = latencies(20, || async { crate::dashboard::overview(admin, &registry).await.map(drop) }).await?;
     // The claim samples' jobs are left to the next run's slot: done here, unmeasured.
-    super::run_almanac(host, executor::Options { batch: 32, ..host_options_executor(options) }, admin).await?;
+    run_almanac(host, executor::Options { batch: 32, ..host_options_executor(options) }, admin).await?;
     Ok(Side {
         batch1_jobs_per_second: batch1,
         batch32_jobs_per_second: batch32,
@@ -167,18 +156,18 @@ fn host_options_executor(options: &Options) -> executor::Options {
 }
 
 /// Run `n`'s slot: an instant of today no other run uses.
-async fn run_slot(admin: &deadpool_postgres::Object, n: i64) -> anyhow::Result<DateTime<Utc>> {
+async fn run_slot(admin: &crate::db::Conn, n: i64) -> anyhow::Result<DateTime<Utc>> {
     Ok(admin.query_one("SELECT date_trunc('day', now(), 'UTC') + make_interval(secs => $1::bigint)", &[&n]).await?.get(0))
 }
 
 /// Every account's job for a fresh slot, run by the executor at `batch`; jobs per second
 /// from the database's clock, checked against the ledger.
-async fn throughput(host: &host::Host, admin: &deadpool_postgres::Object, options: &Options, batch: usize, n: i64) -> anyhow::Result<f64> {
+async fn throughput(host: &host::Host, admin: &crate::db::Conn, options: &Options, batch: usize, n: i64) -> anyhow::Result<f64> {
     let slot = run_slot(admin, n).await?;
     admin.execute(DUE, &[&slot]).await?;
     admin.batch_execute("VACUUM ANALYZE accounts").await?;
     let start: DateTime<Utc> = admin.query_one("SELECT clock_timestamp()", &[]).await?.get(0);
-    super::run_almanac(host, executor::Options { batch, ..host_options_executor(options) }, admin).await?;
+    run_almanac(host, executor::Options { batch, ..host_options_executor(options) }, admin).await?;
     let row = admin.query_one(VERIFY, &[&slot]).await?;
     let (points, done, ledger, end): (i64, i64, i64, DateTime<Utc>) = (row.get(0), row.get(1), row.get(2), row.get(3));
     let a = options.accounts;
@@ -202,7 +191,7 @@ where
     Ok((ms[ms.len() / 2], ms[ms.len() - 1]))
 }
 
-async fn sizes(admin: &deadpool_postgres::Object) -> anyhow::Result<(i64, i64, Option<DateTime<Utc>>)> {
+async fn sizes(admin: &crate::db::Conn) -> anyhow::Result<(i64, i64, Option<DateTime<Utc>>)> {
     let row = admin.query_one(SIZES, &[]).await?;
     Ok((row.get(0), row.get(1), row.get(2)))
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{reset, run_floor, timed, verified, Options, Run};
+use super::harness::{reset, run_floor, timed, verified, Options, Run};
 use crate::cluster::Cluster;
 use crate::{executor, host};
 
@@ -97,11 +97,11 @@ pub async fn measure(
     Ok(ScalingReport { batch, floor, floor_wal_bytes_per_job: floor_wal, runs })
 }
 
-async fn wal(admin: &deadpool_postgres::Object) -> anyhow::Result<String> {
+async fn wal(admin: &crate::db::Conn) -> anyhow::Result<String> {
     Ok(admin.query_one(WAL, &[]).await?.get(0))
 }
 
-async fn wal_since(admin: &deadpool_postgres::Object, before: &str) -> anyhow::Result<f64> {
+async fn wal_since(admin: &crate::db::Conn, before: &str) -> anyhow::Result<f64> {
     let row = admin.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::text::pg_lsn)::float8", &[&before]).await?;
     Ok(row.get(0))
 }

@@ -17,8 +17,8 @@ enum ClientsCommand {
     Revoke { role: String, task: String },
 }
 
-pub async fn run(url: &str, args: ClientsArgs) -> anyhow::Result<ExitCode> {
-    let (mut client, _conn) = super::connect_once(url).await?;
+pub async fn run(database: &super::Database, args: ClientsArgs) -> anyhow::Result<ExitCode> {
+    let (mut client, _conn) = database.connect().await?;
     match args.command {
         None => {
             println!("almanac_client: every task");

@@ -31,18 +31,19 @@ pub struct DemoArgs {
     batch: usize,
 }
 
-pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
+pub async fn run(database: &super::Database, data_dir: &Path, args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
     let options = host::Options {
         executor: executor::Options { workers: args.workers, batch: args.batch, poll_interval: Duration::from_millis(200), ..executor::Options::default() },
         scheduler: scheduler::Options { tick: Duration::from_millis(200), ..scheduler::Options::default() },
         shutdown_grace: Duration::from_secs(10),
+        pooled: database.pooled,
         ..host::Options::new(args.plugins.clone(), data_dir)
     };
     println!("== Almanac demo: {} accounts, task {TASK}, a {}-day outage", args.accounts, args.days);
     // The business table comes first: daily-points declares it, and the host grants the
     // plugin's role on it when it loads the plugin.
-    seed_accounts(url, args.accounts).await?;
-    let host = host::Host::start(url, options, &shutdown).await?;
+    seed_accounts(database, args.accounts).await?;
+    let host = host::Host::start(&database.url, options, &shutdown).await?;
     let Some(plugin) = host.registry().get(TASK).cloned() else {
         bail!("{TASK} is not among the loaded plugins in {}", args.plugins.display());
     };
@@ -113,8 +114,8 @@ pub async fn run(url: &str, data_dir: &Path, args: DemoArgs, shutdown: Cancellat
 }
 
 /// Start from a clean slate for the demo's tables and task.
-async fn seed_accounts(url: &str, accounts: i64) -> anyhow::Result<()> {
-    let (conn, _connection) = crate::cli::connect_once(url).await?;
+async fn seed_accounts(database: &super::Database, accounts: i64) -> anyhow::Result<()> {
+    let (conn, _connection) = database.connect().await?;
     demo::seed_accounts(&conn, accounts).await.context("creating the demo's accounts")?;
     Ok(())
 }

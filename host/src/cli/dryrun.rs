@@ -50,18 +50,18 @@ pub struct PlanArgs {
     limit: u32,
 }
 
-pub async fn run(url: &str, data_dir: &std::path::Path, args: TryArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(database: &super::Database, data_dir: &std::path::Path, args: TryArgs) -> anyhow::Result<ExitCode> {
     if let Some(payload) = &args.payload {
         serde_json::from_str::<serde_json::Value>(payload).context("--payload is not JSON")?;
     }
-    let (pool, logins, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
+    let (pool, logins, runtime, plugin, slot) = prepare(database, data_dir, &args.source).await?;
     let tried = dryrun::run((&pool, &logins), &runtime, &plugin, slot, &args.key, args.payload.clone(), args.source.commit).await?;
     println!("try {} slot {} key {:?}", plugin.name(), slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true), args.key);
     Ok(report(&tried, None))
 }
 
-pub async fn plan(url: &str, data_dir: &std::path::Path, args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let (pool, logins, runtime, plugin, slot) = prepare(url, data_dir, &args.source).await?;
+pub async fn plan(database: &super::Database, data_dir: &std::path::Path, args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let (pool, logins, runtime, plugin, slot) = prepare(database, data_dir, &args.source).await?;
     // Its `plan` is never called: an empty list of keys would say the wrong thing.
     if plugin.spec.schedule.is_none() {
         anyhow::bail!(
@@ -81,21 +81,20 @@ pub async fn scratch(data_dir: &std::path::Path, name: &str) -> anyhow::Result<E
         .await?
         .context("cannot start the private PostgreSQL cluster")?;
     let url = cluster.provision_fresh(name).await?;
-    let (mut client, _conn) = super::connect_once(&url).await?;
+    let (mut client, _conn) = super::Database::direct(&url).connect().await?;
     almanac::migrate::run(&mut client).await?;
     println!("{url}");
     Ok(ExitCode::SUCCESS)
 }
 
-type Prepared =
-    (deadpool_postgres::Pool, std::sync::Arc<almanac::login::Logins>, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>);
+type Prepared = (almanac::db::Pool, std::sync::Arc<almanac::login::Logins>, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>);
 
-async fn prepare(url: &str, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<Prepared> {
-    let target = db::config(url, &db::SessionSettings::default())?;
+async fn prepare(database: &super::Database, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<Prepared> {
+    let target = database.target()?;
     // The host's connection, the setup lock's, and one to spare.
-    let pool = db::pool(&target.role("cli"), 3)?;
+    let pool = db::Pool::new(&target, 3)?;
     // A dry run works on any database: one Almanac never ran on is migrated first.
-    if !db::pooled() {
+    if !database.pooled {
         let mut conn = pool.get().await?;
         let applied = almanac::migrate::run(&mut conn).await?;
         if !applied.is_empty() {

@@ -25,8 +25,8 @@ pub struct JobsArgs {
     json: bool,
 }
 
-pub async fn jobs(url: &str, args: JobsArgs) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn jobs(database: &super::Database, args: JobsArgs) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     if let (Some(key), Some(task)) = (&args.attempts, &args.task) {
         return attempts(&client, task, key, args.limit, args.json).await;
     }
@@ -115,8 +115,8 @@ pub struct RetryArgs {
     jobs: Selector,
 }
 
-pub async fn retry(url: &str, args: RetryArgs) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn retry(database: &super::Database, args: RetryArgs) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     let jobs = &args.jobs;
     let slot = jobs.slot(&client).await?;
     let n = operate::retry(&client, &jobs.task, slot, jobs.key.as_deref()).await?;
@@ -137,12 +137,12 @@ pub struct DiscardArgs {
     reason: String,
 }
 
-pub async fn discard(url: &str, args: DiscardArgs) -> anyhow::Result<ExitCode> {
+pub async fn discard(database: &super::Database, args: DiscardArgs) -> anyhow::Result<ExitCode> {
     let jobs = &args.jobs;
     if !args.all && jobs.slot.is_none() && jobs.key.is_none() {
         anyhow::bail!("say which jobs: --slot and/or --key, or --all for every pending and failed job of {}", jobs.task);
     }
-    let (client, _conn) = super::connect_once(url).await?;
+    let (client, _conn) = database.connect().await?;
     let slot = jobs.slot(&client).await?;
     let origin = almanac::scheduler::applied::origin("discard");
     let n = operate::discard(&client, &jobs.task, slot, jobs.key.as_deref(), &origin, &args.reason).await?;
@@ -150,8 +150,8 @@ pub async fn discard(url: &str, args: DiscardArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn prune(url: &str, older_than: Duration) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn prune(database: &super::Database, older_than: Duration) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     let pruned = almanac::history::prune(&client, older_than).await?;
     let (jobs, outbox) = (&pruned.jobs, &pruned.outbox);
     let done: i64 = jobs.dropped.iter().map(|(_, n)| n).sum();

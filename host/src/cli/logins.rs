@@ -16,8 +16,8 @@ enum LoginsCommand {
     Rotate { task: Option<String> },
 }
 
-pub async fn run(url: &str, args: LoginsArgs) -> anyhow::Result<ExitCode> {
-    let (mut client, _conn) = super::connect_once(url).await?;
+pub async fn run(database: &super::Database, args: LoginsArgs) -> anyhow::Result<ExitCode> {
+    let (mut client, _conn) = database.connect().await?;
     match args.command {
         None => {
             for login in almanac::login::list(&client).await? {

@@ -326,6 +326,7 @@ impl RunArgs {
             watch: !self.no_watch,
             metrics: Default::default(),
             register_schedules: true,
+            pooled: false,
             direct_url: None,
         }
     }
@@ -377,40 +378,39 @@ fn init_logging(format: LogFormat, quiet: bool) {
 async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
     let shutdown = CancellationToken::new();
     spawn_signal_handler(shutdown.clone());
-    db::set_pooled(cli.pooler);
     // Most commands work on database `almanac` (of DATABASE_URL, or the private cluster).
-    let almanac_db = || database_url(cli.database_url.clone(), &cli.data_dir, "almanac");
+    let almanac_db = || Database::of(cli.database_url.clone(), &cli.data_dir, "almanac", cli.pooler);
     match cli.command {
         Command::Migrate { to } => {
             // Migrating holds a session's advisory lock: never through a transaction pooler.
-            let url = match (cli.pooler, &cli.direct_url) {
+            let database = match (cli.pooler, &cli.direct_url) {
                 (false, _) => almanac_db().await?,
-                (true, Some(direct)) => direct.clone(),
+                (true, Some(direct)) => Database::direct(direct),
                 (true, None) => anyhow::bail!(
                     "almanac migrate needs a session, which a transaction pooler does not give: give --direct-url, or run it without --pooler against PostgreSQL itself"
                 ),
             };
-            let (mut client, _conn) = connect_once(&url).await?;
+            let (mut client, _conn) = database.connect().await?;
             let applied = almanac::migrate::run_to(&mut client, to).await?;
             println!("{} migration(s) applied", applied.len());
         }
         Command::Run(args) => {
             let mut options = args.host_options(&cli.data_dir);
+            options.pooled = cli.pooler;
             options.direct_url = cli.direct_url.clone();
             let observed = almanac::http::Observed::new(options.metrics.clone());
             if let Some(addr) = args.listen {
                 almanac::http::bind(addr, observed.clone(), shutdown.clone()).await?;
             }
-            let url = almanac_db().await?;
-            let host = host::Host::start_retrying(&url, options, &shutdown).await?;
+            let database = almanac_db().await?;
+            let host = host::Host::start_retrying(&database.url, options, &shutdown).await?;
             if args.listen.is_some() {
                 observed.started(host.target(), host.loaded.clone(), host.outbox_topics())?;
             }
             host.outbox_options(args.outbox_options()).serve(shutdown).await?;
         }
         Command::Status { json } => {
-            let url = almanac_db().await?;
-            let (client, _conn) = connect_once(&url).await?;
+            let (client, _conn) = almanac_db().await?.connect().await?;
             let statuses = status::report(&client).await?;
             if json {
                 for s in &statuses {
@@ -428,8 +428,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Enqueue { task, slot, key, payload, off_calendar } => {
-            let url = almanac_db().await?;
-            let (client, _conn) = connect_once(&url).await?;
+            let (client, _conn) = almanac_db().await?.connect().await?;
             // A task no host registered would leave an orphan job pending forever.
             let schedule = task_schedule(&client, &task).await?;
             let slot = parse_slot(schedule.as_ref(), &slot).context("--slot")?;
@@ -459,89 +458,87 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Jobs(args) => {
-            let url = almanac_db().await?;
-            return jobs::jobs(&url, args).await;
+            let database = almanac_db().await?;
+            return jobs::jobs(&database, args).await;
         }
         Command::Retry(args) => {
-            let url = almanac_db().await?;
-            return jobs::retry(&url, args).await;
+            let database = almanac_db().await?;
+            return jobs::retry(&database, args).await;
         }
         Command::Discard(args) => {
-            let url = almanac_db().await?;
-            return jobs::discard(&url, args).await;
+            let database = almanac_db().await?;
+            return jobs::discard(&database, args).await;
         }
         Command::Prune { older_than } => {
-            let url = almanac_db().await?;
-            return jobs::prune(&url, older_than).await;
+            let database = almanac_db().await?;
+            return jobs::prune(&database, older_than).await;
         }
         Command::Outbox(args) => {
-            let url = almanac_db().await?;
-            return outbox::run(&url, args).await;
+            let database = almanac_db().await?;
+            return outbox::run(&database, args).await;
         }
         Command::Logins(args) => {
-            let url = almanac_db().await?;
-            return logins::run(&url, args).await;
+            let database = almanac_db().await?;
+            return logins::run(&database, args).await;
         }
         Command::Clients(args) => {
-            let url = almanac_db().await?;
-            return clients::run(&url, args).await;
+            let database = almanac_db().await?;
+            return clients::run(&database, args).await;
         }
         Command::Slots(args) => {
-            return schedule::slots(cli.database_url, &cli.data_dir, args).await;
+            return schedule::slots(cli.database_url, cli.pooler, &cli.data_dir, args).await;
         }
         Command::Schedules { json } => {
-            let url = almanac_db().await?;
-            return schedule::schedules(&url, json).await;
+            let database = almanac_db().await?;
+            return schedule::schedules(&database, json).await;
         }
         Command::Hold { task, reason } => {
-            let url = almanac_db().await?;
-            return schedule::set_held(&url, &task, true, reason.as_deref()).await;
+            let database = almanac_db().await?;
+            return schedule::set_held(&database, &task, true, reason.as_deref()).await;
         }
         Command::Release { task, reason } => {
-            let url = almanac_db().await?;
-            return schedule::set_held(&url, &task, false, reason.as_deref()).await;
+            let database = almanac_db().await?;
+            return schedule::set_held(&database, &task, false, reason.as_deref()).await;
         }
         Command::Pause { task, reason } => {
-            let url = almanac_db().await?;
-            return schedule::set_paused(&url, &task, true, reason.as_deref()).await;
+            let database = almanac_db().await?;
+            return schedule::set_paused(&database, &task, true, reason.as_deref()).await;
         }
         Command::Resume { task, reason } => {
-            let url = almanac_db().await?;
-            return schedule::set_paused(&url, &task, false, reason.as_deref()).await;
+            let database = almanac_db().await?;
+            return schedule::set_paused(&database, &task, false, reason.as_deref()).await;
         }
         Command::Apply(args) => {
-            let url = almanac_db().await?;
-            return schedule::apply(&url, &cli.data_dir, args).await;
+            let database = almanac_db().await?;
+            return schedule::apply(&database, &cli.data_dir, args).await;
         }
         Command::Cursor(args) => {
-            let url = almanac_db().await?;
-            return schedule::cursor(&url, args).await;
+            let database = almanac_db().await?;
+            return schedule::cursor(&database, args).await;
         }
         Command::Forget(args) => {
-            let url = almanac_db().await?;
-            return schedule::forget(&url, args).await;
+            let database = almanac_db().await?;
+            return schedule::forget(&database, args).await;
         }
         Command::Backfill(args) => {
-            let url = almanac_db().await?;
-            return schedule::backfill(&url, &cli.data_dir, args).await;
+            let database = almanac_db().await?;
+            return schedule::backfill(&database, &cli.data_dir, args).await;
         }
         Command::Bench(args) => return bench::run(&cli.data_dir, args).await,
         Command::New(args) => return new::run(args),
         Command::Try(args) => {
-            let url = almanac_db().await?;
-            return dryrun::run(&url, &cli.data_dir, args).await;
+            let database = almanac_db().await?;
+            return dryrun::run(&database, &cli.data_dir, args).await;
         }
         Command::Plan(args) => {
-            let url = almanac_db().await?;
-            return dryrun::plan(&url, &cli.data_dir, args).await;
+            let database = almanac_db().await?;
+            return dryrun::plan(&database, &cli.data_dir, args).await;
         }
         Command::Psql { args } => {
-            let url = almanac_db().await?;
-            return psql(&url, &args);
+            return psql(&almanac_db().await?.url, &args);
         }
         Command::Url => {
-            let url = almanac_db().await?;
-            println!("{}", db::conninfo::redact(&url));
+            println!("{}", db::conninfo::redact(&almanac_db().await?.url));
         }
         Command::Scratch { name } => return dryrun::scratch(&cli.data_dir, &name).await,
         Command::Stop => {
@@ -554,8 +551,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             }
         }
         Command::Demo(args) => {
-            let url = database_url(cli.database_url, &cli.data_dir, "almanac_demo").await?;
-            return demo::run(&url, &cli.data_dir, args, shutdown).await;
+            let database = Database::of(cli.database_url, &cli.data_dir, "almanac_demo", cli.pooler).await?;
+            return demo::run(&database, &cli.data_dir, args, shutdown).await;
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -581,15 +578,40 @@ fn psql(url: &str, args: &[String]) -> anyhow::Result<ExitCode> {
     }
 }
 
-pub(crate) async fn connect_once(url: &str) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let target = db::config(url, &db::SessionSettings::default())?.role("cli");
-    let (client, connection) = target.connect().await.map_err(|e| anyhow::anyhow!("cannot connect to {}: {}", target.describe(), db::error_chain(&e)))?;
-    let handle = tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::warn!("connection closed: {e}");
-        }
-    });
-    Ok((client, handle))
+/// Where a command connects: a connection string, and whether it leads through a
+/// transaction-pooling pooler (`--pooler`).
+pub(crate) struct Database {
+    pub url: String,
+    pub pooled: bool,
+}
+
+impl Database {
+    /// `database_url`'s choice, through a pooler if `pooled`.
+    pub(crate) async fn of(url: Option<String>, data_dir: &std::path::Path, dbname: &str, pooled: bool) -> anyhow::Result<Database> {
+        Ok(Database { url: database_url(url, data_dir, dbname).await?, pooled })
+    }
+
+    /// Straight to PostgreSQL.
+    pub(crate) fn direct(url: &str) -> Database {
+        Database { url: url.to_owned(), pooled: false }
+    }
+
+    /// Where the CLI's connections go, as role `cli` in `application_name`.
+    pub(crate) fn target(&self) -> anyhow::Result<db::Target> {
+        Ok(db::config(&self.url, self.pooled, &db::SessionSettings::default())?.role("cli"))
+    }
+
+    /// One connection for one command.
+    pub(crate) async fn connect(&self) -> anyhow::Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
+        let target = self.target()?;
+        let (client, connection) = target.connect().await.map_err(|e| anyhow::anyhow!("cannot connect to {}: {}", target.describe(), db::error_chain(&e)))?;
+        let handle = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!("connection closed: {e}");
+            }
+        });
+        Ok((client, handle))
+    }
 }
 
 /// The schedule of `task` (None: it runs on demand), or an error naming the tasks there
@@ -633,7 +655,7 @@ pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path
     let url = cluster.provision(dbname).await?;
     // The private cluster is Almanac's own: its databases hold Almanac's tables from the
     // first command on (`almanac status` on a fresh one failed on a missing table).
-    let (mut client, _conn) = connect_once(&url).await?;
+    let (mut client, _conn) = Database::direct(&url).connect().await?;
     let applied = almanac::migrate::run_to(&mut client, None).await?;
     if !applied.is_empty() {
         tracing::info!(database = dbname, migrations = applied.len(), "migrated the private cluster's database");

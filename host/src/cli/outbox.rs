@@ -43,8 +43,8 @@ struct RetryArgs {
     key: Option<String>,
 }
 
-pub async fn run(url: &str, args: OutboxArgs) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn run(database: &super::Database, args: OutboxArgs) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     match args.command {
         Some(OutboxCommand::Retry(r)) => {
             let n = operate::retry(&client, r.topic.as_deref(), r.key.as_deref()).await?;

@@ -58,7 +58,7 @@ fn utc(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
-pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsArgs) -> anyhow::Result<ExitCode> {
+pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path, args: SlotsArgs) -> anyhow::Result<ExitCode> {
     let mut ledger = None;
     let (schedule, unit) = match (&args.task, &args.cron, &args.zone) {
         (None, Some(cron), Some(zone)) => {
@@ -67,8 +67,7 @@ pub async fn slots(url: Option<String>, data_dir: &std::path::Path, args: SlotsA
             (schedule, unit)
         }
         (Some(task), _, _) => {
-            let url = super::database_url(url, data_dir, "almanac").await?;
-            let (client, _conn) = super::connect_once(&url).await?;
+            let (client, _conn) = super::Database::of(url, data_dir, "almanac", pooled).await?.connect().await?;
             let (cron, zone) = scheduler::operate::schedule_of(&client, task)
                 .await?
                 .with_context(|| format!("no schedule for task {task:?} (it appears once a host has loaded its plugin)"))?;
@@ -177,8 +176,8 @@ struct ScheduleLine {
     next_slot_local: Option<String>,
 }
 
-pub async fn schedules(url: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn schedules(database: &super::Database, json: bool) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     let rows = scheduler::operate::list(&client).await?;
     if !json {
         println!("{:<20} {:<16} {:<20} {:<12} {:<7} {:<26} NEXT SLOT (LOCAL / UTC)", "TASK", "CRON", "ZONE", "CATCH-UP", "PAUSED", "CURSOR (LOCAL)");
@@ -214,8 +213,8 @@ pub async fn schedules(url: &str, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn set_paused(url: &str, task: &str, paused: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn set_paused(database: &super::Database, task: &str, paused: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     let command = if paused { "pause" } else { "resume" };
     let Some(was) = scheduler::operate::set_paused(&client, task, paused, &applied::origin(command), reason).await? else {
         let known: Vec<String> = scheduler::operate::list(&client).await?.into_iter().map(|r| r.task).collect();
@@ -233,8 +232,8 @@ pub async fn set_paused(url: &str, task: &str, paused: bool, reason: Option<&str
 }
 
 /// `almanac hold` / `release`.
-pub async fn set_held(url: &str, task: &str, held: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn set_held(database: &super::Database, task: &str, held: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     let command = if held { "hold" } else { "release" };
     let Some((was, pending)) = scheduler::operate::set_held(&client, task, held, &applied::origin(command), reason).await? else {
         let known: Vec<String> = scheduler::operate::list(&client).await?.into_iter().map(|r| r.task).collect();
@@ -266,8 +265,8 @@ pub struct CursorArgs {
     reason: Option<String>,
 }
 
-pub async fn cursor(url: &str, args: CursorArgs) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn cursor(database: &super::Database, args: CursorArgs) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     let Some(schedule) = super::task_schedule(&client, &args.task).await? else {
         bail!("{} runs on demand: it has no cursor", args.task);
     };
@@ -310,20 +309,21 @@ pub struct ApplyArgs {
     period_from: Option<chrono::NaiveDate>,
 }
 
-pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> anyhow::Result<ExitCode> {
+pub async fn apply(database: &super::Database, data_dir: &std::path::Path, args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let config_path = args.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists()));
     let options = host::Options {
         config: config_path.clone(),
         shutdown_grace: std::time::Duration::from_secs(1),
         register_schedules: false,
+        pooled: database.pooled,
         ..host::Options::new(args.plugins.clone(), data_dir)
     };
     // A dry run loads the folder and admits nothing (a host would set the plugins up: their
     // tables, roles, grants); applying for real starts a host as a deploy does.
     let (registry, _host) = match args.dry_run {
         true => {
-            let tls = almanac::db::config(url, &Default::default())?.tls;
+            let tls = database.target()?.tls;
             let runtime = almanac::plugin::Runtime::new(almanac::plugin::Limits::default(), Some(data_dir.join("cache")), tls)?;
             let (registry, refused) = almanac::catalog::load_only(&runtime, &args.plugins).await?;
             for why in refused {
@@ -332,12 +332,12 @@ pub async fn apply(url: &str, data_dir: &std::path::Path, args: ApplyArgs) -> an
             (Arc::new(registry), None)
         }
         false => {
-            let host = host::Host::start(url, options, &shutdown).await?;
+            let host = host::Host::start(&database.url, options, &shutdown).await?;
             (host.registry(), Some(host))
         }
     };
     let config = config_path.as_deref().map(almanac::config::Config::load).transpose()?;
-    let (mut client, _conn) = super::connect_once(url).await?;
+    let (mut client, _conn) = database.connect().await?;
     let origin = applied::origin("apply");
     let reason = args.reason.clone().or_else(|| config_path.as_ref().map(|p| format!("from {}", p.display())));
     if registry.is_empty() {
@@ -391,8 +391,8 @@ pub struct ForgetArgs {
     reason: Option<String>,
 }
 
-pub async fn forget(url: &str, args: ForgetArgs) -> anyhow::Result<ExitCode> {
-    let (client, _conn) = super::connect_once(url).await?;
+pub async fn forget(database: &super::Database, args: ForgetArgs) -> anyhow::Result<ExitCode> {
+    let (client, _conn) = database.connect().await?;
     let task = &args.task;
     super::task_schedule(&client, task).await?;
     let origin = applied::origin("forget");
@@ -430,15 +430,16 @@ pub struct BackfillArgs {
     config: Option<std::path::PathBuf>,
 }
 
-pub async fn backfill(url: &str, data_dir: &std::path::Path, args: BackfillArgs) -> anyhow::Result<ExitCode> {
+pub async fn backfill(database: &super::Database, data_dir: &std::path::Path, args: BackfillArgs) -> anyhow::Result<ExitCode> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let options = host::Options {
         config: args.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists())),
         shutdown_grace: std::time::Duration::from_secs(1),
         register_schedules: false,
+        pooled: database.pooled,
         ..host::Options::new(args.plugins.clone(), data_dir)
     };
-    let host = host::Host::start(url, options.clone(), &shutdown).await?;
+    let host = host::Host::start(&database.url, options.clone(), &shutdown).await?;
     let Some(plugin) = host.registry().get(&args.task).cloned() else {
         bail!("task {:?} is not among the plugins loaded from {} (loaded: {})", args.task, args.plugins.display(), host.registry().tasks().join(", "));
     };

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Cluster, ClusterError};
+use super::server::{Cluster, ClusterError};
 
 pub struct Bouncer {
     child: Option<Child>,

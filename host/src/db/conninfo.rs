@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::DbError;
+use super::error::DbError;
 
 /// The environment libpq reads, by parameter. A parameter given in the connection
 /// string wins over its variable.

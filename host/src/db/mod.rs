@@ -2,26 +2,20 @@
 //! pool every component shares, the session settings that bound a stuck transaction,
 //! and waiting for a database that is not up yet.
 pub mod conninfo;
+mod error;
+mod pool;
 mod sql;
 mod target;
 
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_util::sync::CancellationToken;
 
-pub use sql::{pooled, set_pooled, Param, Prepared, Sql, Typed};
+pub use deadpool_postgres::PoolError;
+pub use error::{error_chain, is_transient, DbError};
+pub use pool::{Conn, Pool};
+pub use sql::{Param, Prepared, Sql, Typed};
 pub use target::{plain, SslMode, Target, Tls};
-
-#[derive(Debug, thiserror::Error)]
-pub enum DbError {
-    #[error("invalid connection settings (DATABASE_URL or PG* variables): {0}")]
-    InvalidUrl(String),
-    #[error("cannot build the connection pool: {0}")]
-    Pool(String),
-    #[error("shut down while waiting for the database")]
-    ShutDown,
-}
 
 /// Session settings of every host connection.
 #[derive(Debug, Clone)]
@@ -40,12 +34,16 @@ impl Default for SessionSettings {
 }
 
 /// `url` (a `postgres://` URL, `key=value` pairs, or empty for the `PG*` environment)
-/// with the host's session settings, unless it leads through a transaction pooler, which
-/// refuses (or would share) session settings: they are the role's or the server's there
-/// (see check_pooled_settings).
-pub fn config(url: &str, settings: &SessionSettings) -> Result<Target, DbError> {
-    match pooled() {
-        true => Target::new(url),
+/// with the host's session settings, unless it leads through a transaction pooler
+/// (`pooled`), which refuses (or would share) session settings: they are the role's or
+/// the server's there (see check_pooled_settings).
+pub fn config(url: &str, pooled: bool, settings: &SessionSettings) -> Result<Target, DbError> {
+    match pooled {
+        true => {
+            let mut target = Target::new(url)?;
+            target.pooled = true;
+            Ok(target)
+        }
         false => direct(url, settings),
     }
 }
@@ -71,17 +69,6 @@ pub fn direct(url: &str, settings: &SessionSettings) -> Result<Target, DbError> 
     Ok(target)
 }
 
-pub fn pool(target: &Target, size: usize) -> Result<Pool, DbError> {
-    let manager = Manager::from_config(target.config.clone(), target.tls.clone(), ManagerConfig { recycling_method: RecyclingMethod::Fast });
-    Pool::builder(manager)
-        .max_size(size)
-        .runtime(Runtime::Tokio1)
-        .create_timeout(Some(Duration::from_secs(10)))
-        .wait_timeout(Some(Duration::from_secs(60)))
-        .build()
-        .map_err(|e| DbError::Pool(e.to_string()))
-}
-
 /// Through a transaction pooler the host cannot set its session settings; say once at
 /// start which bounds the server does not give, and how to give them.
 pub async fn check_pooled_settings(client: &impl Sql) -> Result<(), tokio_postgres::Error> {
@@ -104,7 +91,7 @@ pub async fn check_pooled_settings(client: &impl Sql) -> Result<(), tokio_postgr
 
 /// A connection from the pool, waiting with backoff while the database is unreachable.
 /// Only shutdown ends the wait: a database that blinks is not a reason to exit.
-pub async fn connect(pool: &Pool, shutdown: &CancellationToken) -> Result<Object, DbError> {
+pub async fn connect(pool: &Pool, shutdown: &CancellationToken) -> Result<Conn, DbError> {
     let mut delay = Duration::from_millis(100);
     let mut logged = false;
     loop {
@@ -130,9 +117,9 @@ pub async fn connect(pool: &Pool, shutdown: &CancellationToken) -> Result<Object
 
 /// Drop a connection that may be mid-transaction (or carry a cancel request) instead of
 /// returning it to its pool.
-pub fn discard(conn: std::sync::Arc<Object>) {
+pub fn discard(conn: std::sync::Arc<Conn>) {
     if let Ok(conn) = std::sync::Arc::try_unwrap(conn) {
-        drop(Object::take(conn));
+        conn.close();
     }
 }
 
@@ -144,36 +131,6 @@ pub async fn server_now(client: &tokio_postgres::Client) -> Result<chrono::DateT
 /// `name` as a quoted SQL identifier.
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// An error and its causes on one line, with a TLS certificate problem named in words.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = cause.source();
-    }
-    if let Some(tls) = crate::tls::cause(e) {
-        out.push_str(&format!(" ({tls})"));
-    }
-    out
-}
-
-/// Whether an error is the database connection failing rather than a statement's or a
-/// configuration's fault.
-pub fn is_transient(e: &(dyn std::error::Error + 'static)) -> bool {
-    std::iter::successors(Some(e), |e| e.source()).any(|cause| {
-        if let Some(pg) = cause.downcast_ref::<tokio_postgres::Error>() {
-            let code = pg.code().map(|c| c.code().to_owned());
-            return pg.is_closed() || pg.as_db_error().is_none() || code.is_some_and(|c| c.starts_with("08") || c.starts_with("57P"));
-        }
-        cause.is::<deadpool_postgres::PoolError>()
-    })
 }
 
 /// This machine's name, for the records of who did what (claims, changes).

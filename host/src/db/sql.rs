@@ -1,27 +1,17 @@
 //! How the host's statements reach the server. Talking to PostgreSQL directly, a pooled
-//! connection keeps each statement prepared (`prepare_cached`): parsed and planned once.
-//! Through a pooler in transaction mode (PgBouncer 1.18 and the like), consecutive
-//! transactions of one client may land on different server connections, so no prepared
-//! statement may outlive its transaction: every statement is then sent unnamed, parsed,
-//! bound and executed in one round trip, with its parameters' types declared by the Rust
-//! values ([`Param`]).
-use std::sync::atomic::{AtomicBool, Ordering};
-
+//! connection ([`Conn`]) keeps each statement prepared (`prepare_cached`): parsed and
+//! planned once. Through a pooler in transaction mode (PgBouncer 1.18 and the like),
+//! consecutive transactions of one client may land on different server connections, so
+//! no prepared statement may outlive its transaction: every statement is then sent
+//! unnamed, parsed, bound and executed in one round trip, with its parameters' types
+//! declared by the Rust values ([`Param`]). A bare client or transaction sends every
+//! statement that way, direct or not: it is one round trip where tokio-postgres's own
+//! `query(&str)` takes two (prepare, then execute), and it is right through a pooler.
 use chrono::{DateTime, Utc};
 use postgres_types::{ToSql, Type};
 use tokio_postgres::{Error, Row};
 
-static POOLED: AtomicBool = AtomicBool::new(false);
-
-/// Say once, at start, that the database URL leads to a transaction-pooling pooler.
-pub fn set_pooled(pooled: bool) {
-    POOLED.store(pooled, Ordering::Relaxed);
-}
-
-/// Whether statements must not outlive their transaction.
-pub fn pooled() -> bool {
-    POOLED.load(Ordering::Relaxed)
-}
+use super::pool::Conn;
 
 /// A value's PostgreSQL type, declared when statements are sent unnamed.
 pub trait Typed {
@@ -85,7 +75,7 @@ impl<T: Typed + ?Sized> Typed for &T {
     const TYPE: Type = T::TYPE;
 }
 
-/// Statements on a connection, sent as [`pooled`] says they must be.
+/// Statements on a connection, sent as its target says they must be.
 #[allow(async_fn_in_trait)]
 pub trait Sql {
     async fn rows(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>, Error>;
@@ -102,22 +92,21 @@ fn typed<'a>(params: &'a [&'a dyn Param]) -> Vec<(&'a (dyn ToSql + Sync), Type)>
     params.iter().map(|p| (*p as &(dyn ToSql + Sync), p.pg_type())).collect()
 }
 
-/// A client or transaction: prepared per call when direct (as tokio-postgres does),
-/// unnamed through a pooler.
+/// A client or transaction: every statement unnamed, in one round trip.
 macro_rules! sql_for {
     ($($client:ty),*) => {$(
         impl Sql for $client {
             async fn rows(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>, Error> {
-                if pooled() { self.query_typed(sql, &typed(params)).await } else { self.query(sql, &untyped(params)).await }
+                self.query_typed(sql, &typed(params)).await
             }
             async fn one(&self, sql: &str, params: &[&dyn Param]) -> Result<Row, Error> {
-                if pooled() { self.query_typed_one(sql, &typed(params)).await } else { self.query_one(sql, &untyped(params)).await }
+                self.query_typed_one(sql, &typed(params)).await
             }
             async fn opt(&self, sql: &str, params: &[&dyn Param]) -> Result<Option<Row>, Error> {
-                if pooled() { self.query_typed_opt(sql, &typed(params)).await } else { self.query_opt(sql, &untyped(params)).await }
+                self.query_typed_opt(sql, &typed(params)).await
             }
             async fn exec(&self, sql: &str, params: &[&dyn Param]) -> Result<u64, Error> {
-                if pooled() { self.execute_typed(sql, &typed(params)).await } else { self.execute(sql, &untyped(params)).await }
+                self.execute_typed(sql, &typed(params)).await
             }
         }
     )*};
@@ -127,35 +116,35 @@ sql_for!(tokio_postgres::Client, tokio_postgres::Transaction<'_>);
 
 /// A pooled connection keeps its statements prepared when direct; through a pooler it
 /// sends them as any client does.
-impl Sql for deadpool_postgres::Object {
+impl Sql for Conn {
     async fn rows(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<Row>, Error> {
-        if pooled() {
+        if self.pooled() {
             return client(self).rows(sql, params).await;
         }
         self.query(&self.prepare_cached(sql).await?, &untyped(params)).await
     }
     async fn one(&self, sql: &str, params: &[&dyn Param]) -> Result<Row, Error> {
-        if pooled() {
+        if self.pooled() {
             return client(self).one(sql, params).await;
         }
         self.query_one(&self.prepare_cached(sql).await?, &untyped(params)).await
     }
     async fn opt(&self, sql: &str, params: &[&dyn Param]) -> Result<Option<Row>, Error> {
-        if pooled() {
+        if self.pooled() {
             return client(self).opt(sql, params).await;
         }
         self.query_opt(&self.prepare_cached(sql).await?, &untyped(params)).await
     }
     async fn exec(&self, sql: &str, params: &[&dyn Param]) -> Result<u64, Error> {
-        if pooled() {
+        if self.pooled() {
             return client(self).exec(sql, params).await;
         }
         self.execute(&self.prepare_cached(sql).await?, &untyped(params)).await
     }
 }
 
-fn client(object: &deadpool_postgres::Object) -> &tokio_postgres::Client {
-    object
+fn client(conn: &Conn) -> &tokio_postgres::Client {
+    conn
 }
 
 /// One of the host's hot statements: prepared on its connection ahead of use when
@@ -167,8 +156,8 @@ pub enum Prepared {
 }
 
 impl Prepared {
-    pub async fn on(conn: &deadpool_postgres::Object, sql: &'static str) -> Result<Prepared, Error> {
-        match pooled() {
+    pub async fn on(conn: &Conn, sql: &'static str) -> Result<Prepared, Error> {
+        match conn.pooled() {
             true => Ok(Prepared::Unnamed(sql)),
             false => Ok(Prepared::Named(conn.prepare_cached(sql).await?)),
         }

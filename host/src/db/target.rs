@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::conninfo::{self, Params};
-use super::DbError;
+use super::error::{error_chain, DbError};
 use crate::tls::{self, Identity, Verify};
 
 /// The TLS connector of every connection (and cancel request) to one database.
@@ -54,6 +54,9 @@ pub struct Target {
     pub config: tokio_postgres::Config,
     pub tls: Tls,
     pub sslmode: SslMode,
+    /// Whether this leads through a transaction-pooling pooler (`--pooler`): then no
+    /// statement may outlive its transaction, and the server refuses session options.
+    pub pooled: bool,
     /// `application_name` before a connection's role is added to it.
     base_name: String,
 }
@@ -84,8 +87,7 @@ impl Target {
             }
         }
         let base_name = params.get("application_name").or(params.get("fallback_application_name")).cloned().unwrap_or_else(|| "almanac".into());
-        let mut config: tokio_postgres::Config =
-            conninfo::passed(&params).parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl(super::error_chain(&e)))?;
+        let mut config: tokio_postgres::Config = conninfo::passed(&params).parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl(error_chain(&e)))?;
         let (sslmode, tls) = ssl(&params, &config, home)?;
         config.ssl_mode(match sslmode {
             SslMode::Disable => tokio_postgres::config::SslMode::Disable,
@@ -114,7 +116,7 @@ impl Target {
         if !params.contains_key("tcp_user_timeout") {
             config.tcp_user_timeout(std::time::Duration::from_secs(60));
         }
-        Ok(Target { config, tls, sslmode, base_name })
+        Ok(Target { config, tls, sslmode, pooled: false, base_name })
     }
 
     /// The same target for connections doing `role` (worker, listen, dispatcher, ...),

@@ -13,8 +13,8 @@
 //! cannot write the claim again before other workers claim the job (tried: the job ran
 //! again unmarked beside a suspect, which was then counted). The flush cost ~15 % of
 //! `almanac bench`'s throughput at batch 1 and 32.
+use crate::db::{Conn, Pool};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{Object, Pool};
 use futures_util::future::try_join_all;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -38,7 +38,7 @@ pub struct Backend {
 
 impl Backend {
     /// The backend `conn` is connected to.
-    pub async fn of(conn: &Object) -> Result<Backend, tokio_postgres::Error> {
+    pub async fn of(conn: &Conn) -> Result<Backend, tokio_postgres::Error> {
         let row = conn.one(WHO, &[]).await?;
         Ok(Backend { pid: row.get(0), started: row.get(1) })
     }
@@ -118,7 +118,7 @@ impl Recorder {
 }
 
 async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<Request>, shutdown: CancellationToken) {
-    let mut conn: Option<Object> = None;
+    let mut conn: Option<Conn> = None;
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while let Ok(more) = rx.try_recv() {
@@ -146,12 +146,12 @@ async fn record_loop(pool: Pool, host: String, mut rx: mpsc::UnboundedReceiver<R
 }
 
 /// A connection for the recorder; None when the host is shutting down.
-async fn open(pool: &Pool, shutdown: &CancellationToken) -> Option<Object> {
+async fn open(pool: &Pool, shutdown: &CancellationToken) -> Option<Conn> {
     crate::db::connect(pool, shutdown).await.ok()
 }
 
 /// Every request of `batch` in one transaction, sent together.
-async fn write(conn: &Object, host: &str, batch: &[Request]) -> Result<(), tokio_postgres::Error> {
+async fn write(conn: &Conn, host: &str, batch: &[Request]) -> Result<(), tokio_postgres::Error> {
     let statement = crate::db::Prepared::on(conn, RECORD_CLAIM).await?;
     let rows: Vec<_> = batch
         .iter()
@@ -250,7 +250,7 @@ pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Opti
         match sweep(&**conn, budget).await {
             Err(e) if e.as_db_error().is_none() && tries < 3 => {
                 tries += 1;
-                drop(Object::take(conn));
+                conn.close();
             }
             result => break result,
         }

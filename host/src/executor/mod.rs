@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::db::{Conn, Pool};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{Object, Pool};
 use futures_util::future::try_join4;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -26,12 +26,15 @@ use crate::login::Logins;
 use crate::metrics::Metrics;
 use crate::plugin::{CallError, Loaded};
 
+mod batch;
 pub mod claims;
 pub mod operate;
 mod record;
 pub mod share;
 pub mod transient;
 
+pub use batch::BatchError;
+use batch::{Claimed, JobRun, COMMIT};
 use record::{poisoned, record_failure, Failure, Follow, Statements};
 
 const CLAIM: &str = include_str!("claim.sql");
@@ -39,9 +42,6 @@ const MARK_FAILED: &str = include_str!("mark_failed.sql");
 const CLAIM_ONE: &str = include_str!("claim_one.sql");
 const UNCLAIM: &str = include_str!("unclaim.sql");
 const ALONE: &str = include_str!("alone.sql");
-/// Ends a batch's transaction, and what its jobs left on the session ([`crate::login::CLEAN`]).
-static COMMIT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| format!("COMMIT; {}", crate::login::CLEAN));
-
 /// Executor settings.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -166,7 +166,7 @@ struct Worker {
 /// A session of one task's login a worker holds between batches, and its backend.
 struct Session {
     task: String,
-    conn: Arc<Object>,
+    conn: Arc<Conn>,
     backend: claims::Backend,
 }
 
@@ -291,7 +291,7 @@ impl Worker {
         let options = &self.context.options;
         claims::sweep_since(&self.pool, options.transient_retries, &self.context.sweeping, Some(backend.started), shutdown).await;
         // Through a pooler this backend serves whoever comes next: each batch reads its own.
-        let backend = match crate::db::pooled() {
+        let backend = match conn.pooled() {
             true => claims::Backend { pid: 0, started: DateTime::<Utc>::UNIX_EPOCH },
             false => backend,
         };
@@ -328,17 +328,6 @@ impl SlotCache {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum BatchError {
-    #[error(transparent)]
-    Db(#[from] tokio_postgres::Error),
-    #[error("{0}")]
-    ConnectionLost(String),
-    /// The database dropped the connection under the batch (57P01, class 08).
-    #[error("{0}")]
-    Dropped(String),
-}
-
 /// One transaction in a session of `task`'s login: claim, record the claim, run each
 /// job under a savepoint, record its end, commit.
 ///
@@ -348,7 +337,7 @@ pub enum BatchError {
 /// COMMIT). If any of them fails, the error is returned and the connection dropped; the
 /// transaction never commits.
 pub async fn run_batch(
-    conn: &Arc<Object>,
+    conn: &Arc<Conn>,
     backend: &mut claims::Backend,
     context: &Context,
     task: &str,
@@ -380,7 +369,7 @@ pub async fn run_batch(
     };
     // Through a transaction pooler the batch's backend is the one its transaction runs on.
     let who = async {
-        match crate::db::pooled() {
+        match conn.pooled() {
             true => claims::Backend::of(conn).await.map(Some),
             false => Ok(None),
         }
@@ -461,7 +450,7 @@ pub async fn run_batch(
 
 /// Claimed jobs a batch does not run: pending again, exactly as they were, then COMMIT
 /// (the open savepoint commits with it).
-async fn put_back(conn: &Arc<Object>, unclaim: &Prepared, rows: &[Claimed]) -> Result<(), BatchError> {
+async fn put_back(conn: &Arc<Conn>, unclaim: &Prepared, rows: &[Claimed]) -> Result<(), BatchError> {
     // Sent together, answered together: one round trip.
     let params: Vec<[&dyn crate::db::Param; 4]> = rows.iter().map(|r| [&r.slot as &dyn crate::db::Param, &r.key, &r.last_error, &r.digest]).collect();
     futures_util::future::try_join_all(params.iter().map(|p| unclaim.exec(conn, p))).await?;
@@ -472,53 +461,10 @@ async fn put_back(conn: &Arc<Object>, unclaim: &Prepared, rows: &[Claimed]) -> R
     Ok(())
 }
 
-/// One claimed row.
-struct Claimed {
-    task: String,
-    slot: DateTime<Utc>,
-    key: String,
-    /// Attempts before this one.
-    attempts: i32,
-    payload: Option<String>,
-    crashes: i32,
-    /// As they were before the claim marked the job done.
-    last_error: Option<String>,
-    digest: Option<String>,
-    run_after: DateTime<Utc>,
-    period: String,
-    /// Transient interruptions before this attempt.
-    transients: i32,
-}
-
-impl From<&tokio_postgres::Row> for Claimed {
-    fn from(row: &tokio_postgres::Row) -> Self {
-        Claimed {
-            task: row.get(0),
-            slot: row.get(1),
-            key: row.get(2),
-            attempts: row.get(3),
-            payload: row.get(4),
-            crashes: row.get(5),
-            last_error: row.get(6),
-            digest: row.get(7),
-            run_after: row.get(8),
-            period: row.get(9),
-            transients: row.get(10),
-        }
-    }
-}
-
-/// How one job ended, and whether its connection carried a cancel request.
-struct JobRun {
-    end: JobEnd,
-    elapsed: Duration,
-    cancelled: bool,
-}
-
 /// Run one claimed job in the open savepoint and send `follow` (the next SAVEPOINT, or
 /// COMMIT): its done mark is the claim's. A failure is recorded in the same round trip.
 async fn run_job(
-    conn: &Arc<Object>,
+    conn: &Arc<Conn>,
     statements: &Statements,
     plugin: &crate::plugin::Plugin,
     job: &Job,

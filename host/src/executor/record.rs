@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::db::Conn;
 use chrono::{DateTime, Utc};
-use deadpool_postgres::Object;
 use futures_util::future::try_join3;
 
-use super::{BatchError, Claimed, JobRun, COMMIT};
+use super::batch::{BatchError, Claimed, JobRun, COMMIT};
 use crate::capability::db::END_CALL;
 use crate::db::Prepared;
 use crate::job::JobEnd;
@@ -50,7 +50,7 @@ const ROLLBACK_JOB: &str = "ROLLBACK TO SAVEPOINT job";
 
 /// Fail a job that its hosts kept dying on, without running it again.
 pub(super) async fn poisoned(
-    conn: &Arc<Object>,
+    conn: &Arc<Conn>,
     statements: &Statements,
     plugin: &crate::plugin::Plugin,
     row: &Claimed,
@@ -86,7 +86,7 @@ pub(super) struct Failure<'a> {
 /// Roll the job's savepoint back (its writes and the plugin's role together), record the
 /// failed attempt and send `follow`, in one round trip.
 pub(super) async fn record_failure(
-    conn: &Arc<Object>,
+    conn: &Arc<Conn>,
     statements: &Statements,
     (slot, key): (DateTime<Utc>, &str),
     failure: Failure<'_>,

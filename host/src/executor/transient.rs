@@ -8,7 +8,7 @@
 //! tells the two apart: `sweep_claims.sql`).
 use std::time::Duration;
 
-use super::BatchError;
+use super::batch::BatchError;
 use crate::capability::db::{transient_sqlstate, Ending};
 use crate::plugin::CallError;
 

@@ -21,11 +21,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_postgres::{Object, Pool};
+use crate::db::{Conn, Pool};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use config::{SinkSpec, TopicSpec, Topics};
+pub use sink::Message;
 use sink::{Sink, SinkError};
 
 use crate::db::Sql;
@@ -37,28 +38,6 @@ const UNROUTED: &str = include_str!("unrouted.sql");
 
 /// How many idle polls pass between looks for pending messages no sink will take.
 const UNROUTED_EVERY_POLLS: u32 = 20;
-
-/// One claimed message, as a sink gets it.
-#[derive(Debug, Clone)]
-pub struct Message {
-    pub id: i64,
-    pub topic: String,
-    pub key: String,
-    pub payload: Vec<u8>,
-    pub content_type: String,
-    /// 1 on the first delivery attempt.
-    pub attempt: u32,
-    /// The task whose job published it (none: written some other way).
-    pub task: Option<String>,
-}
-
-impl Message {
-    /// `<topic>/<key>`: the same on every delivery of this message, so a receiver can
-    /// tell a redelivery from a new message.
-    pub fn idempotency_key(&self) -> String {
-        format!("{}/{}", self.topic, self.key)
-    }
-}
 
 /// Dispatcher settings (`almanac run --outbox-*`).
 #[derive(Debug, Clone)]
@@ -88,8 +67,8 @@ impl Default for Options {
 pub enum DispatchError {
     #[error(transparent)]
     Db(#[from] tokio_postgres::Error),
-    #[error("outbox sink: {0}")]
-    Sink(String),
+    #[error(transparent)]
+    Sink(#[from] sink::BuildError),
 }
 
 struct Route {
@@ -153,7 +132,7 @@ impl Dispatcher {
             }
             this.options.workers.max(1)
         };
-        let pool = match crate::db::pool(&target.role("dispatcher"), workers) {
+        let pool = match crate::db::Pool::new(&target.role("dispatcher"), workers) {
             Ok(pool) => pool,
             Err(e) => {
                 tracing::error!("the outbox dispatcher cannot start: {e}");
@@ -189,7 +168,7 @@ impl Dispatcher {
                 let outcome = round.await;
                 if outcome.is_err() {
                     // It may be mid-transaction: close it rather than return it to the pool.
-                    drop(Object::take(conn));
+                    conn.close();
                 }
                 outcome
             };
@@ -211,7 +190,7 @@ impl Dispatcher {
     }
 
     /// One transaction: claim due messages, deliver them concurrently, record, commit.
-    pub async fn round(&self, conn: &Object) -> Result<RoundOutcome, DispatchError> {
+    pub async fn round(&self, conn: &Conn) -> Result<RoundOutcome, DispatchError> {
         let mut outcome = RoundOutcome::default();
         if self.topics.is_empty() {
             return Ok(outcome);
@@ -280,7 +259,7 @@ impl Dispatcher {
 
     /// Say once per topic that its messages wait for a sink. They are left pending, not
     /// marked dead: the fix is configuration, after which they are delivered.
-    async fn report_unrouted(&self, conn: &Object, warned: &mut HashSet<String>) -> Result<(), DispatchError> {
+    async fn report_unrouted(&self, conn: &Conn, warned: &mut HashSet<String>) -> Result<(), DispatchError> {
         let known: Vec<String> = self.topics.iter().chain(warned.iter()).cloned().collect();
         for row in conn.rows(UNROUTED, &[&known]).await? {
             let topic: String = row.get(0);

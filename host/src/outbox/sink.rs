@@ -4,7 +4,10 @@
 
 use futures_util::future::BoxFuture;
 
-use super::Message;
+/// A sink that cannot be built from its topic's configuration.
+#[derive(Debug, thiserror::Error)]
+#[error("outbox sink: {0}")]
+pub struct BuildError(pub String);
 
 /// Why a delivery did not happen.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -22,6 +25,28 @@ pub struct SinkError {
 impl SinkError {
     pub fn retryable(message: impl Into<String>) -> SinkError {
         SinkError { retryable: true, message: message.into(), status: None }
+    }
+}
+
+/// One claimed message, as a sink gets it.
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub id: i64,
+    pub topic: String,
+    pub key: String,
+    pub payload: Vec<u8>,
+    pub content_type: String,
+    /// 1 on the first delivery attempt.
+    pub attempt: u32,
+    /// The task whose job published it (none: written some other way).
+    pub task: Option<String>,
+}
+
+impl Message {
+    /// `<topic>/<key>`: the same on every delivery of this message, so a receiver can
+    /// tell a redelivery from a new message.
+    pub fn idempotency_key(&self) -> String {
+        format!("{}/{}", self.topic, self.key)
     }
 }
 

@@ -10,8 +10,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use reqwest::header::{HeaderValue, CONTENT_TYPE};
 
-use super::sink::{Sink, SinkError};
-use super::{DispatchError, Message};
+use super::sink::{BuildError, Message, Sink, SinkError};
 
 /// Bytes of an error response's body kept in `last_error`.
 pub const BODY_EXCERPT: usize = 200;
@@ -27,14 +26,14 @@ pub struct Webhook {
 impl Webhook {
     /// A sink posting to `url`; an https receiver must present a certificate from the
     /// Mozilla roots, the OS's store or `ca_file`, for its name.
-    pub fn new(url: &str, timeout: Duration, ca_file: Option<&std::path::Path>) -> Result<Webhook, DispatchError> {
-        let url = reqwest::Url::parse(url).map_err(|e| DispatchError::Sink(format!("url {:?}: {e}", crate::db::conninfo::redact(url))))?;
+    pub fn new(url: &str, timeout: Duration, ca_file: Option<&std::path::Path>) -> Result<Webhook, BuildError> {
+        let url = reqwest::Url::parse(url).map_err(|e| BuildError(format!("url {:?}: {e}", crate::db::conninfo::redact(url))))?;
         let mut shown = url.clone();
         if shown.password().is_some() {
             let _ = shown.set_password(Some("redacted"));
         }
-        let roots = crate::tls::web_roots(ca_file).map_err(|e| DispatchError::Sink(e.to_string()))?;
-        let tls = crate::tls::client_config(&crate::tls::Verify::Full(std::sync::Arc::new(roots)), None).map_err(|e| DispatchError::Sink(e.to_string()))?;
+        let roots = crate::tls::web_roots(ca_file).map_err(|e| BuildError(e.to_string()))?;
+        let tls = crate::tls::client_config(&crate::tls::Verify::Full(std::sync::Arc::new(roots)), None).map_err(|e| BuildError(e.to_string()))?;
         let client = reqwest::Client::builder()
             .use_preconfigured_tls(tls)
             // A redirected POST turns into a GET on most servers; a webhook that moved is
@@ -43,7 +42,7 @@ impl Webhook {
             .connect_timeout(timeout)
             .user_agent(concat!("almanac/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| DispatchError::Sink(crate::db::error_chain(&e)))?;
+            .map_err(|e| BuildError(crate::db::error_chain(&e)))?;
         Ok(Webhook { client, url, shown: shown.to_string(), timeout })
     }
 

@@ -5,7 +5,7 @@
 use wasmtime::component::{Component, Linker, Resource};
 use wasmtime::{Engine, Store};
 
-use super::HostState;
+use super::state::HostState;
 use crate::bindings::almanac::plugin::types::{DbError, Job, Rows, Slot, Value};
 use crate::bindings::exports::almanac::plugin::task::{Access, CatchUp, TableAccess, TaskError, TaskInfo};
 use crate::bindings::{v0_1, TaskPlugin, TaskPluginPre, Transaction, WIT_VERSIONS};

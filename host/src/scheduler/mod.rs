@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::db::{Conn, Pool};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{Object, Pool};
 use tokio_util::sync::CancellationToken;
 
 use crate::calendar::{Schedule, Slot};
@@ -108,7 +108,7 @@ pub async fn enqueue(
 /// with the batch.
 pub struct Planner<'a> {
     logins: &'a Logins,
-    session: Option<Arc<Object>>,
+    session: Option<Arc<Conn>>,
 }
 
 impl<'a> Planner<'a> {
@@ -117,7 +117,7 @@ impl<'a> Planner<'a> {
     }
 
     /// The session, in its read-only transaction.
-    async fn session(&mut self, task: &str) -> Result<Arc<Object>, SchedulerError> {
+    async fn session(&mut self, task: &str) -> Result<Arc<Conn>, SchedulerError> {
         if let Some(session) = &self.session {
             return Ok(session.clone());
         }
@@ -146,7 +146,7 @@ impl<'a> Planner<'a> {
 }
 
 /// Generate the due slots of one task, up to the batch bound, in one transaction.
-pub async fn tick(conn: &Arc<Object>, logins: &Logins, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
+pub async fn tick(conn: &Arc<Conn>, logins: &Logins, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
     let mut planner = Planner::new(logins);
     conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
     let generated = generate(conn, &mut planner, plugin, options).await;
@@ -171,7 +171,7 @@ pub async fn tick(conn: &Arc<Object>, logins: &Logins, plugin: &Plugin, options:
     }
 }
 
-async fn generate(conn: &Arc<Object>, planner: &mut Planner<'_>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
+async fn generate(conn: &Arc<Conn>, planner: &mut Planner<'_>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
     let spec = &plugin.spec;
     // An on-demand task has nothing to generate; its record is read for its settings.
     let read = if spec.schedule.is_some() { LOCK_SCHEDULE } else { READ_APPLIED };
@@ -205,7 +205,7 @@ async fn generate(conn: &Arc<Object>, planner: &mut Planner<'_>, plugin: &Plugin
 /// batch bound; returns what was done and the start of the last slot handled.
 #[allow(clippy::too_many_arguments)]
 async fn generate_slots(
-    conn: &Arc<Object>,
+    conn: &Arc<Conn>,
     planner: &mut Planner<'_>,
     plugin: &Plugin,
     applied: &Applied,
@@ -259,7 +259,7 @@ async fn generate_slots(
 /// policy, one transaction per batch; `progress` sees each committed batch. Running it
 /// twice adds nothing.
 pub async fn backfill(
-    conn: &Arc<Object>,
+    conn: &Arc<Conn>,
     logins: &Logins,
     plugin: &Plugin,
     from: DateTime<Utc>,
@@ -315,7 +315,7 @@ pub async fn backfill(
 /// keyed under `anchor`; returns (keys planned, jobs inserted).
 #[allow(clippy::too_many_arguments)]
 async fn plan_slot(
-    conn: &Arc<Object>,
+    conn: &Arc<Conn>,
     planner: &mut Planner<'_>,
     plugin: &Plugin,
     schedule: &Applied,

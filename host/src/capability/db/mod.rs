@@ -14,34 +14,7 @@ use crate::bindings::almanac::plugin::types::{DbError, Rows, Value};
 use crate::bindings::Transaction;
 pub use policy::Policy;
 pub use session::{Ending, Lent, Session, Trace, Traced, Who, END_CALL, TRACE_KEPT};
-
-/// A tokio-postgres error as the plugin sees it, its message clipped (a unique
-/// violation's detail repeats the key, which may be large).
-pub fn db_error(e: &tokio_postgres::Error) -> DbError {
-    let error = match e.as_db_error() {
-        Some(db) => {
-            let code = db.code().code().to_owned();
-            let mut message = db.message().to_owned();
-            if let Some(detail) = db.detail() {
-                message.push_str(": ");
-                message.push_str(detail);
-            }
-            DbError { retryable: retryable_sqlstate(&code), sqlstate: Some(code), message }
-        }
-        None if e.is_closed() => DbError { sqlstate: Some("08006".into()), message: format!("connection lost: {e}"), retryable: true },
-        // Parameter encoding and similar client-side errors: the plugin's input is wrong.
-        None => DbError { sqlstate: None, message: crate::db::error_chain(e), retryable: false },
-    };
-    DbError { message: crate::text::clip(error.message, crate::text::MAX_ERROR), ..error }
-}
-
-/// Whether a later attempt may succeed: serialization failures and deadlocks (40),
-/// connection trouble (08), resource exhaustion (53), cancels and shutdowns (57),
-/// lock timeouts (55P03) and system errors (58). Everything else is the statement's
-/// own fault and will fail again.
-pub fn retryable_sqlstate(code: &str) -> bool {
-    matches!(code.get(..2), Some("40" | "08" | "53" | "57" | "58")) || code == "55P03"
-}
+pub use value::db_error;
 
 /// Whether an error says nothing about the statement or the job: a deadlock or a
 /// serialization failure (the job ran into another at the wrong moment), an admin

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::Object;
+use crate::db::Conn;
 use futures_util::{pin_mut, TryStreamExt};
 use postgres_types::ToSql;
 
+use super::policy::Policy;
 use super::value;
-use super::Policy;
 use crate::bindings::almanac::plugin::types::{DbError, Rows, Value};
 
 /// Distinct statement texts kept prepared per connection before the cache is reset, so
@@ -43,7 +43,7 @@ pub enum Lent {
     /// Nothing: `describe()` gets no database.
     Nothing,
     /// The job's (or planning step's) connection, inside its open transaction.
-    Conn(Arc<Object>),
+    Conn(Arc<Conn>),
     /// Statements are checked and then answered without a database (every `execute`
     /// affects one row, every `query` returns none): for measuring the host's own cost
     /// per call in `almanac bench`.
@@ -254,7 +254,7 @@ impl Session {
         params: Vec<Value>,
         who: Who,
         noop: T,
-        send: impl for<'a> FnOnce(&'a Object, &'a tokio_postgres::Statement, &'a Params<'a>) -> futures_util::future::BoxFuture<'a, Result<T, Failed>>,
+        send: impl for<'a> FnOnce(&'a Conn, &'a tokio_postgres::Statement, &'a Params<'a>) -> futures_util::future::BoxFuture<'a, Result<T, Failed>>,
     ) -> wasmtime::Result<Result<T, DbError>> {
         if let Some(first) = &self.ending.failure {
             return Ok(Err(DbError {
@@ -286,7 +286,7 @@ impl Session {
             }
             // Through a pooler, and when long, a statement is not kept: dropped at the end
             // of this block, so its Close goes out before the transaction can end.
-            let statement = match crate::db::pooled() || sql.len() > CACHED_STATEMENT_BYTES {
+            let statement = match conn.pooled() || sql.len() > CACHED_STATEMENT_BYTES {
                 true => conn.prepare(&sql).await?,
                 false => conn.prepare_cached(&sql).await?,
             };
@@ -325,7 +325,7 @@ impl Session {
                 if e.is_closed() {
                     self.ending.broken = true;
                 }
-                let mut error = super::db_error(&e);
+                let mut error = super::value::db_error(&e);
                 if let (Some("42501"), Some(role)) = (error.sqlstate.as_deref(), &role) {
                     error.message.push_str(&format!(" (the plugin runs as role {}, which may use only the tables its describe() declares)", role.name));
                 }
@@ -336,7 +336,7 @@ impl Session {
 
     /// Ask the server to cancel what runs on `conn`; the connection is replaced after the
     /// call, as a late cancel could land on a later statement.
-    async fn send_cancel(&mut self, conn: &Object) {
+    async fn send_cancel(&mut self, conn: &Conn) {
         self.ending.cancel_sent = true;
         let _ = conn.cancel_token().cancel_query(self.cancel_tls.clone()).await;
     }
@@ -349,7 +349,7 @@ impl Session {
     /// so the cancel is sent again, at growing intervals, until the work ends. Sent
     /// once, such a statement held its lock wait until the grace ran out and the whole
     /// batch was lost with its connection.
-    async fn cancel<F: std::future::Future>(&mut self, conn: &Object, mut work: std::pin::Pin<&mut F>) {
+    async fn cancel<F: std::future::Future>(&mut self, conn: &Conn, mut work: std::pin::Pin<&mut F>) {
         let give_up = Instant::now() + CANCEL_GRACE;
         let mut interval = CANCEL_RESEND;
         loop {
@@ -368,7 +368,7 @@ impl Session {
 }
 
 /// Read a query's rows as they arrive, converting each, until the budget is spent.
-async fn collect(conn: &Object, statement: &tokio_postgres::Statement, params: &Params<'_>, budget: usize) -> Result<Rows, Failed> {
+async fn collect(conn: &Conn, statement: &tokio_postgres::Statement, params: &Params<'_>, budget: usize) -> Result<Rows, Failed> {
     let stream = conn.query_raw(statement, params.iter().copied()).await?;
     pin_mut!(stream);
     let columns: Vec<String> = statement.columns().iter().map(|c| c.name().to_owned()).collect();

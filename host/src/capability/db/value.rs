@@ -1,6 +1,6 @@
-//! WIT `value` <-> PostgreSQL wire values. Parameters are encoded for the type the
-//! server inferred for their placeholder; a value that does not fit is an error naming
-//! both types, never a silent conversion.
+//! WIT `value` <-> PostgreSQL wire values, and a statement's error as the plugin sees
+//! it. Parameters are encoded for the type the server inferred for their placeholder; a
+//! value that does not fit is an error naming both types, never a silent conversion.
 use std::error::Error as StdError;
 
 use bytes::BytesMut;
@@ -9,7 +9,7 @@ use postgres_types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use rust_decimal::Decimal;
 use tokio_postgres::Row;
 
-use crate::bindings::almanac::plugin::types::Value;
+use crate::bindings::almanac::plugin::types::{DbError, Value};
 
 type BoxError = Box<dyn StdError + Sync + Send>;
 
@@ -162,4 +162,32 @@ pub fn show(value: &Value) -> String {
         Value::Numeric(n) => n.clone(),
     };
     crate::text::clip(text, 200)
+}
+
+/// A tokio-postgres error as the plugin sees it, its message clipped (a unique
+/// violation's detail repeats the key, which may be large).
+pub fn db_error(e: &tokio_postgres::Error) -> DbError {
+    let error = match e.as_db_error() {
+        Some(db) => {
+            let code = db.code().code().to_owned();
+            let mut message = db.message().to_owned();
+            if let Some(detail) = db.detail() {
+                message.push_str(": ");
+                message.push_str(detail);
+            }
+            DbError { retryable: retryable_sqlstate(&code), sqlstate: Some(code), message }
+        }
+        None if e.is_closed() => DbError { sqlstate: Some("08006".into()), message: format!("connection lost: {e}"), retryable: true },
+        // Parameter encoding and similar client-side errors: the plugin's input is wrong.
+        None => DbError { sqlstate: None, message: crate::db::error_chain(e), retryable: false },
+    };
+    DbError { message: crate::text::clip(error.message, crate::text::MAX_ERROR), ..error }
+}
+
+/// Whether a later attempt may succeed: serialization failures and deadlocks (40),
+/// connection trouble (08), resource exhaustion (53), cancels and shutdowns (57),
+/// lock timeouts (55P03) and system errors (58). Everything else is the statement's
+/// own fault and will fail again.
+pub fn retryable_sqlstate(code: &str) -> bool {
+    matches!(code.get(..2), Some("40" | "08" | "53" | "57" | "58")) || code == "55P03"
 }

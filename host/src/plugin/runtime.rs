@@ -1,11 +1,11 @@
-//! Loading plugins and calling them: one shared [`Runtime`] (engine, linker, on-disk
-//! cache of compiled code), one [`Plugin`] per component, a fresh instance per call.
+//! One shared [`Runtime`] (engine, linker, on-disk cache of compiled code), one
+//! [`Plugin`] per component, a fresh instance per call.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::Object;
+use crate::db::Conn;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
@@ -18,15 +18,10 @@ use crate::bindings::Transaction;
 use crate::capability::config::Settings;
 use crate::capability::db::{Ending, Lent, Policy, Session, Trace};
 use crate::capability::log::{CallFields, Logger};
-pub use crate::task::TaskSpec;
-pub use registry::{Loaded, Registry};
-use world::{Instance, Pre};
+use crate::task::TaskSpec;
 
-mod registry;
-mod state;
-mod world;
-pub use state::HostState;
-use state::{MemoryCap, MemoryExceeded, NoClock};
+use super::state::{HostState, MemoryCap, MemoryExceeded, NoClock};
+use super::world::{self, Instance, Pre};
 
 /// How often the engine's epoch advances; the resolution of plugin deadlines.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
@@ -309,7 +304,7 @@ pub struct Plugin {
     /// Not served here for now: its applied settings hold a secret this host lacks.
     suspended: std::sync::atomic::AtomicBool,
     /// How many times it was suspended or resumed: workers recompute the tasks they claim
-    /// for when the registry's sum moves ([`Registry::suspensions`]).
+    /// for when the registry's sum moves ([`Registry::suspensions`](super::Registry::suspensions)).
     suspensions: std::sync::atomic::AtomicU64,
 }
 
@@ -426,12 +421,12 @@ impl Plugin {
     }
 
     /// Run one job inside the transaction open on `conn`, a session of the plugin's login.
-    pub async fn run(&self, conn: &Arc<Object>, job: &Job) -> Called<()> {
+    pub async fn run(&self, conn: &Arc<Conn>, job: &Job) -> Called<()> {
         self.run_lent(Lent::Conn(conn.clone()), job, false).await.0
     }
 
     /// [`Plugin::run`], keeping every statement the call sent (a dry run).
-    pub async fn run_traced(&self, conn: &Arc<Object>, job: &Job) -> (Called<()>, Trace) {
+    pub async fn run_traced(&self, conn: &Arc<Conn>, job: &Job) -> (Called<()>, Trace) {
         self.run_lent(Lent::Conn(conn.clone()), job, true).await
     }
 
@@ -453,12 +448,12 @@ impl Plugin {
     }
 
     /// One page of `plan` inside the transaction open on `conn`.
-    pub async fn plan(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32) -> Called<Vec<String>> {
+    pub async fn plan(&self, conn: &Arc<Conn>, slot: &Slot, after: Option<&str>, limit: u32) -> Called<Vec<String>> {
         self.plan_traced(conn, slot, after, limit, false).await.0
     }
 
     /// [`Plugin::plan`], keeping every statement the call sent when `traced`.
-    pub async fn plan_traced(&self, conn: &Arc<Object>, slot: &Slot, after: Option<&str>, limit: u32, traced: bool) -> (Called<Vec<String>>, Trace) {
+    pub async fn plan_traced(&self, conn: &Arc<Conn>, slot: &Slot, after: Option<&str>, limit: u32, traced: bool) -> (Called<Vec<String>>, Trace) {
         let fields = CallFields { plugin: self.spec.name.clone(), task: self.spec.name.clone(), slot: slot.label.clone(), key: String::new() };
         let (mut store, _) = self.store(Lent::Conn(conn.clone()), fields, traced);
         let (instance, tx) = match self.ready(&mut store).await {

@@ -1,0 +1,13 @@
+//! Loading plugins and calling them: the runtime (engine, linker, cache of compiled
+//! code) and each loaded plugin (`runtime`), what a call's store holds (`state`), the
+//! WIT worlds a component may be built for (`world`), and the plugins a host serves
+//! now (`registry`).
+mod registry;
+mod runtime;
+mod state;
+mod world;
+
+pub use crate::task::TaskSpec;
+pub use registry::{Loaded, Registry};
+pub use runtime::{CallError, Called, Limits, LoadError, Plugin, PluginFile, Runtime};
+pub use state::HostState;
