@@ -13,7 +13,7 @@ step "building the daily-points plugin for wasm32-wasip2 (the first time: about 
 plugins_out=$(bash scripts/build-plugins.sh daily-points)
 mkdir -p .almanac/plugins
 cp "$plugins_out/daily_points.wasm" .almanac/plugins/
-step "building the almanac host (the first time on a machine: about 8 minutes on 2 cores, most of it wasmtime's compiler and PostgreSQL's parser; then seconds)"
+step "building the almanac host (the first time on a machine: about 7 minutes on 2 cores, most of it wasmtime's code generator and PostgreSQL's parser; then seconds)"
 cargo build --release -p almanac
 step "built; running the demo"
 exec target/release/almanac demo --plugins .almanac/plugins "$@"

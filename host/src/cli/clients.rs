@@ -17,7 +17,7 @@ enum ClientsCommand {
     Revoke { role: String, task: String },
 }
 
-pub async fn run(database: &super::Database, args: ClientsArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(database: &super::database::Database, args: ClientsArgs) -> anyhow::Result<ExitCode> {
     let (mut client, _conn) = database.connect().await?;
     match args.command {
         None => {

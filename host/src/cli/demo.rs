@@ -31,7 +31,7 @@ pub struct DemoArgs {
     batch: usize,
 }
 
-pub async fn run(database: &super::Database, data_dir: &Path, args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
+pub async fn run(database: &super::database::Database, data_dir: &Path, args: DemoArgs, shutdown: CancellationToken) -> anyhow::Result<ExitCode> {
     let options = host::Options {
         executor: executor::Options { workers: args.workers, batch: args.batch, poll_interval: Duration::from_millis(200), ..executor::Options::default() },
         scheduler: scheduler::Options { tick: Duration::from_millis(200), ..scheduler::Options::default() },
@@ -114,7 +114,7 @@ pub async fn run(database: &super::Database, data_dir: &Path, args: DemoArgs, sh
 }
 
 /// Start from a clean slate for the demo's tables and task.
-async fn seed_accounts(database: &super::Database, accounts: i64) -> anyhow::Result<()> {
+async fn seed_accounts(database: &super::database::Database, accounts: i64) -> anyhow::Result<()> {
     let (conn, _connection) = database.connect().await?;
     demo::seed_accounts(&conn, accounts).await.context("creating the demo's accounts")?;
     Ok(())

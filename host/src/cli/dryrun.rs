@@ -50,7 +50,7 @@ pub struct PlanArgs {
     limit: u32,
 }
 
-pub async fn run(database: &super::Database, data_dir: &std::path::Path, args: TryArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(database: &super::database::Database, data_dir: &std::path::Path, args: TryArgs) -> anyhow::Result<ExitCode> {
     if let Some(payload) = &args.payload {
         serde_json::from_str::<serde_json::Value>(payload).context("--payload is not JSON")?;
     }
@@ -60,7 +60,7 @@ pub async fn run(database: &super::Database, data_dir: &std::path::Path, args: T
     Ok(report(&tried, None))
 }
 
-pub async fn plan(database: &super::Database, data_dir: &std::path::Path, args: PlanArgs) -> anyhow::Result<ExitCode> {
+pub async fn plan(database: &super::database::Database, data_dir: &std::path::Path, args: PlanArgs) -> anyhow::Result<ExitCode> {
     let (pool, logins, runtime, plugin, slot) = prepare(database, data_dir, &args.source).await?;
     // Its `plan` is never called: an empty list of keys would say the wrong thing.
     if plugin.spec.schedule.is_none() {
@@ -81,7 +81,7 @@ pub async fn scratch(data_dir: &std::path::Path, name: &str) -> anyhow::Result<E
         .await?
         .context("cannot start the private PostgreSQL cluster")?;
     let url = cluster.provision_fresh(name).await?;
-    let (mut client, _conn) = super::Database::direct(&url).connect().await?;
+    let (mut client, _conn) = super::database::Database::direct(&url).connect().await?;
     almanac::migrate::run(&mut client).await?;
     println!("{url}");
     Ok(ExitCode::SUCCESS)
@@ -89,7 +89,7 @@ pub async fn scratch(data_dir: &std::path::Path, name: &str) -> anyhow::Result<E
 
 type Prepared = (almanac::db::Pool, std::sync::Arc<almanac::login::Logins>, std::sync::Arc<plugin::Runtime>, plugin::Plugin, chrono::DateTime<chrono::Utc>);
 
-async fn prepare(database: &super::Database, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<Prepared> {
+async fn prepare(database: &super::database::Database, data_dir: &std::path::Path, source: &Source) -> anyhow::Result<Prepared> {
     let target = database.target()?;
     // The host's connection, the setup lock's, and one to spare.
     let pool = db::Pool::new(&target, 3)?;
@@ -105,7 +105,7 @@ async fn prepare(database: &super::Database, data_dir: &std::path::Path, source:
     let runtime = plugin::Runtime::new(plugin::Limits::default(), Some(data_dir.join("cache")), target.tls.clone())?;
     let config = source.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists()));
     let plugin = dryrun::load(&runtime, &source.plugins, config.as_deref(), &source.task).await?;
-    let slot = super::parse_slot(plugin.spec.schedule.as_ref(), &source.slot).context("--slot")?;
+    let slot = super::database::parse_slot(plugin.spec.schedule.as_ref(), &source.slot).context("--slot")?;
     Ok((pool, logins, runtime, plugin, slot))
 }
 

@@ -25,7 +25,7 @@ pub struct JobsArgs {
     json: bool,
 }
 
-pub async fn jobs(database: &super::Database, args: JobsArgs) -> anyhow::Result<ExitCode> {
+pub async fn jobs(database: &super::database::Database, args: JobsArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     if let (Some(key), Some(task)) = (&args.attempts, &args.task) {
         return attempts(&client, task, key, args.limit, args.json).await;
@@ -103,8 +103,8 @@ pub struct Selector {
 impl Selector {
     /// The slot, read by the task's calendar; refused for a task no host registered.
     async fn slot(&self, client: &tokio_postgres::Client) -> anyhow::Result<Option<chrono::DateTime<chrono::Utc>>> {
-        let schedule = super::task_schedule(client, &self.task).await?;
-        self.slot.as_deref().map(|s| super::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")
+        let schedule = super::database::task_schedule(client, &self.task).await?;
+        self.slot.as_deref().map(|s| super::database::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")
     }
 }
 
@@ -115,7 +115,7 @@ pub struct RetryArgs {
     jobs: Selector,
 }
 
-pub async fn retry(database: &super::Database, args: RetryArgs) -> anyhow::Result<ExitCode> {
+pub async fn retry(database: &super::database::Database, args: RetryArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     let jobs = &args.jobs;
     let slot = jobs.slot(&client).await?;
@@ -137,7 +137,7 @@ pub struct DiscardArgs {
     reason: String,
 }
 
-pub async fn discard(database: &super::Database, args: DiscardArgs) -> anyhow::Result<ExitCode> {
+pub async fn discard(database: &super::database::Database, args: DiscardArgs) -> anyhow::Result<ExitCode> {
     let jobs = &args.jobs;
     if !args.all && jobs.slot.is_none() && jobs.key.is_none() {
         anyhow::bail!("say which jobs: --slot and/or --key, or --all for every pending and failed job of {}", jobs.task);
@@ -150,7 +150,7 @@ pub async fn discard(database: &super::Database, args: DiscardArgs) -> anyhow::R
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn prune(database: &super::Database, older_than: Duration) -> anyhow::Result<ExitCode> {
+pub async fn prune(database: &super::database::Database, older_than: Duration) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     let pruned = almanac::history::prune(&client, older_than).await?;
     let (jobs, outbox) = (&pruned.jobs, &pruned.outbox);

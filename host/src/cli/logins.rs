@@ -16,7 +16,7 @@ enum LoginsCommand {
     Rotate { task: Option<String> },
 }
 
-pub async fn run(database: &super::Database, args: LoginsArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(database: &super::database::Database, args: LoginsArgs) -> anyhow::Result<ExitCode> {
     let (mut client, _conn) = database.connect().await?;
     match args.command {
         None => {

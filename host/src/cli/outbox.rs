@@ -43,7 +43,7 @@ struct RetryArgs {
     key: Option<String>,
 }
 
-pub async fn run(database: &super::Database, args: OutboxArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(database: &super::database::Database, args: OutboxArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     match args.command {
         Some(OutboxCommand::Retry(r)) => {

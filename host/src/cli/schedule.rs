@@ -67,7 +67,7 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
             (schedule, unit)
         }
         (Some(task), _, _) => {
-            let (client, _conn) = super::Database::of(url, data_dir, "almanac", pooled).await?.connect().await?;
+            let (client, _conn) = super::database::Database::of(url, data_dir, "almanac", pooled).await?.connect().await?;
             let (cron, zone) = scheduler::operate::schedule_of(&client, task)
                 .await?
                 .with_context(|| format!("no schedule for task {task:?} (it appears once a host has loaded its plugin)"))?;
@@ -176,7 +176,7 @@ struct ScheduleLine {
     next_slot_local: Option<String>,
 }
 
-pub async fn schedules(database: &super::Database, json: bool) -> anyhow::Result<ExitCode> {
+pub async fn schedules(database: &super::database::Database, json: bool) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     let rows = scheduler::operate::list(&client).await?;
     if !json {
@@ -213,7 +213,7 @@ pub async fn schedules(database: &super::Database, json: bool) -> anyhow::Result
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn set_paused(database: &super::Database, task: &str, paused: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
+pub async fn set_paused(database: &super::database::Database, task: &str, paused: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     let command = if paused { "pause" } else { "resume" };
     let Some(was) = scheduler::operate::set_paused(&client, task, paused, &applied::origin(command), reason).await? else {
@@ -232,7 +232,7 @@ pub async fn set_paused(database: &super::Database, task: &str, paused: bool, re
 }
 
 /// `almanac hold` / `release`.
-pub async fn set_held(database: &super::Database, task: &str, held: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
+pub async fn set_held(database: &super::database::Database, task: &str, held: bool, reason: Option<&str>) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     let command = if held { "hold" } else { "release" };
     let Some((was, pending)) = scheduler::operate::set_held(&client, task, held, &applied::origin(command), reason).await? else {
@@ -265,9 +265,9 @@ pub struct CursorArgs {
     reason: Option<String>,
 }
 
-pub async fn cursor(database: &super::Database, args: CursorArgs) -> anyhow::Result<ExitCode> {
+pub async fn cursor(database: &super::database::Database, args: CursorArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
-    let Some(schedule) = super::task_schedule(&client, &args.task).await? else {
+    let Some(schedule) = super::database::task_schedule(&client, &args.task).await? else {
         bail!("{} runs on demand: it has no cursor", args.task);
     };
     let to = match args.to.trim() {
@@ -309,7 +309,7 @@ pub struct ApplyArgs {
     period_from: Option<chrono::NaiveDate>,
 }
 
-pub async fn apply(database: &super::Database, data_dir: &std::path::Path, args: ApplyArgs) -> anyhow::Result<ExitCode> {
+pub async fn apply(database: &super::database::Database, data_dir: &std::path::Path, args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let config_path = args.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists()));
     let options = host::Options {
@@ -391,10 +391,10 @@ pub struct ForgetArgs {
     reason: Option<String>,
 }
 
-pub async fn forget(database: &super::Database, args: ForgetArgs) -> anyhow::Result<ExitCode> {
+pub async fn forget(database: &super::database::Database, args: ForgetArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     let task = &args.task;
-    super::task_schedule(&client, task).await?;
+    super::database::task_schedule(&client, task).await?;
     let origin = applied::origin("forget");
     let open: i64 = almanac::status::report(&client).await?.iter().filter(|s| s.task == *task).map(|s| s.pending + s.failed).sum();
     if open > 0 && !args.discard_pending {
@@ -430,7 +430,7 @@ pub struct BackfillArgs {
     config: Option<std::path::PathBuf>,
 }
 
-pub async fn backfill(database: &super::Database, data_dir: &std::path::Path, args: BackfillArgs) -> anyhow::Result<ExitCode> {
+pub async fn backfill(database: &super::database::Database, data_dir: &std::path::Path, args: BackfillArgs) -> anyhow::Result<ExitCode> {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let options = host::Options {
         config: args.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists())),
