@@ -17,6 +17,7 @@ mod hold;
 mod logins;
 mod observe;
 mod operate;
+mod outage;
 mod outbox;
 mod periods;
 mod pooler;

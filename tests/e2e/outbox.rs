@@ -12,7 +12,7 @@ use crate::support::receiver::{answer, Received, Receiver};
 use crate::support::{connect, plugin_dir, wait_for, HostProc, TestDb};
 
 /// An `almanac.toml` in its own folder.
-fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::Builder::new().prefix("almanac-config-").tempdir().unwrap();
     let path = dir.path().join("almanac.toml");
     std::fs::write(&path, text).unwrap();
@@ -20,19 +20,19 @@ fn config(text: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 /// `--config PATH` plus dispatcher settings fast enough for tests.
-fn outbox_args(config: &std::path::Path) -> Vec<String> {
+pub(crate) fn outbox_args(config: &std::path::Path) -> Vec<String> {
     ["--config", config.to_str().unwrap(), "--outbox-poll-interval", "50ms", "--outbox-retry-base", "20ms", "--outbox-retry-max", "200ms"]
         .iter()
         .map(|s| s.to_string())
         .collect()
 }
 
-fn spawn(db: &TestDb, plugins: &std::path::Path, args: &[String]) -> HostProc {
+pub(crate) fn spawn(db: &TestDb, plugins: &std::path::Path, args: &[String]) -> HostProc {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     HostProc::spawn(db, plugins, &args)
 }
 
-fn almanac(db: &TestDb, args: &[&str]) -> (i32, String) {
+pub(crate) fn almanac(db: &TestDb, args: &[&str]) -> (i32, String) {
     let (code, stdout, _) = crate::support::almanac(&db.url, args);
     assert!(code >= 0, "almanac {args:?} was killed");
     (code, stdout)
@@ -40,7 +40,7 @@ fn almanac(db: &TestDb, args: &[&str]) -> (i32, String) {
 
 /// `n` points-notify jobs for accounts 1..=n in one slot (2026-03-08 in Shanghai, its
 /// period), its schedule registered as a host would.
-async fn enqueue_points_notify(db: &TestDb, n: i64) {
+pub(crate) async fn enqueue_points_notify(db: &TestDb, n: i64) {
     db.accounts(n).await;
     db.schedule("points-notify", "0 0 * * *", "Asia/Shanghai", chrono::Utc::now()).await;
     db.client

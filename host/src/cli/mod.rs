@@ -72,8 +72,9 @@ enum Command {
     },
     /// Load the plugins in a folder and run their schedules and jobs until SIGTERM.
     Run(run::RunArgs),
-    /// Per task: cursor, next slot, job and outbox counts, last error. Exits 1 if any job
-    /// failed or any outbox message is dead.
+    /// Per task: cursor, next slot, job and outbox counts, last error; and each outbox
+    /// topic in trouble. Exits 1 if any job failed, any outbox message is dead, a topic's
+    /// circuit is open, or a message has waited longer than --outbox-max-age.
     Status(status::StatusArgs),
     /// List jobs, newest first, with attempts and last error.
     Jobs(jobs::JobsArgs),

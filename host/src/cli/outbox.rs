@@ -1,4 +1,5 @@
-//! `almanac outbox`: list messages; `almanac outbox retry`: send dead ones back.
+//! `almanac outbox`: list messages; `retry` dead ones, `pause`/`resume` a topic,
+//! `deliver-now`, and `discard` what is not delivered yet.
 use std::process::ExitCode;
 
 use almanac::outbox::operate;
@@ -16,12 +17,50 @@ pub struct OutboxArgs {
 enum OutboxCommand {
     /// Send dead messages back to pending with a fresh count of attempts.
     Retry(RetryArgs),
+    /// Stop delivering TOPIC's messages on every host; they wait pending (recorded with
+    /// the reason).
+    Pause(PauseArgs),
+    /// Deliver TOPIC's messages again.
+    Resume(PauseArgs),
+    /// Make TOPIC's pending messages (or one KEY's) due now and close its circuit: for
+    /// when the receiver is back.
+    DeliverNow(KeyArgs),
+    /// Recall TOPIC's messages not yet delivered (pending or dead; or one KEY's): they
+    /// are never delivered, and stay as `discarded` with the reason.
+    Discard(DiscardArgs),
+}
+
+#[derive(clap::Args)]
+struct PauseArgs {
+    topic: String,
+    /// Why, recorded on the topic.
+    #[arg(long)]
+    reason: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct KeyArgs {
+    topic: String,
+    /// Only the message with this key.
+    #[arg(long)]
+    key: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct DiscardArgs {
+    topic: String,
+    /// Only the message with this key.
+    #[arg(long)]
+    key: Option<String>,
+    /// Why, recorded on each message.
+    #[arg(long)]
+    reason: String,
 }
 
 #[derive(clap::Args)]
 struct ListArgs {
     /// Only messages in this state.
-    #[arg(long, value_parser = ["pending", "delivered", "dead"])]
+    #[arg(long, value_parser = ["pending", "delivered", "dead", "discarded"])]
     status: Option<String>,
     /// Only messages of this topic.
     #[arg(long)]
@@ -49,6 +88,22 @@ pub async fn run(database: &super::database::Database, args: OutboxArgs) -> anyh
         Some(OutboxCommand::Retry(r)) => {
             let n = operate::retry(&client, r.topic.as_deref(), r.key.as_deref()).await?;
             println!("{n} dead message(s) back to pending");
+        }
+        Some(OutboxCommand::Pause(p)) => {
+            anyhow::ensure!(operate::set_paused(&client, &p.topic, true, p.reason.as_deref()).await?, "no outbox topic {:?}", p.topic);
+            println!("paused outbox topic {}: no host delivers its messages until `almanac outbox resume {}`", p.topic, p.topic);
+        }
+        Some(OutboxCommand::Resume(p)) => {
+            anyhow::ensure!(operate::set_paused(&client, &p.topic, false, None).await?, "no outbox topic {:?}", p.topic);
+            println!("resumed outbox topic {}", p.topic);
+        }
+        Some(OutboxCommand::DeliverNow(k)) => {
+            let n = operate::deliver_now(&client, &k.topic, k.key.as_deref()).await?;
+            println!("{n} pending message(s) of {} due now; its circuit is closed", k.topic);
+        }
+        Some(OutboxCommand::Discard(d)) => {
+            let n = operate::discard(&client, &d.topic, d.key.as_deref(), &d.reason).await?;
+            println!("{n} message(s) of {} discarded", d.topic);
         }
         None => {
             let l = args.list;

@@ -1,6 +1,10 @@
-//! `almanac status`: per task, where it stands; exit 1 when a job failed or a message died.
+//! `almanac status`: per task, where it stands, and each outbox topic in trouble; exit 1
+//! when a job failed, a message died, a topic's circuit is open or a message has waited
+//! too long.
 use std::process::ExitCode;
+use std::time::Duration;
 
+use almanac::outbox::operate::{self, TopicHealth};
 use almanac::status;
 
 use super::database::Database;
@@ -10,11 +14,32 @@ pub struct StatusArgs {
     /// One JSON object per task, one per line.
     #[arg(long)]
     json: bool,
+    /// Fail (exit 1) when an outbox message has waited this long since it was published.
+    #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+    outbox_max_age: Duration,
+}
+
+/// What is wrong with a topic, if anything.
+fn trouble(t: &TopicHealth, max_age: Duration) -> Option<String> {
+    let waiting = match t.oldest_pending_seconds {
+        Some(age) => format!("{} pending, the oldest for {}", t.pending, humantime::format_duration(Duration::from_secs(age as u64))),
+        None => "nothing pending".into(),
+    };
+    let error = t.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default();
+    if let Some(since) = t.opened_at {
+        return Some(format!("circuit OPEN since {} UTC ({} failures in a row{error}); {waiting}", since.format("%Y-%m-%d %H:%M:%S"), t.failures));
+    }
+    if t.paused {
+        return Some(format!("PAUSED ({}); {waiting}", t.paused_reason.as_deref().unwrap_or("no reason given")));
+    }
+    t.oldest_pending_seconds.filter(|age| *age >= max_age.as_secs_f64()).map(|_| format!("{waiting} (over --outbox-max-age){error}"))
 }
 
 pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     let statuses = status::report(&client).await?;
+    let topics = operate::topics(&client).await?;
+    let troubled: Vec<(&TopicHealth, String)> = topics.iter().filter_map(|t| trouble(t, args.outbox_max_age).map(|why| (t, why))).collect();
     if args.json {
         for s in &statuses {
             println!("{}", serde_json::to_string(s)?);
@@ -27,8 +52,13 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
                 "history: {outside} job(s) with slots outside the month partitions (more than 5 years back or 2 years ahead) wait in almanac.jobs_default"
             );
         }
+        for (topic, why) in &troubled {
+            println!("outbox topic {}: {why}", topic.topic);
+        }
     }
-    if statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0) {
+    let open_or_old =
+        troubled.iter().any(|(t, _)| t.opened_at.is_some() || t.oldest_pending_seconds.is_some_and(|age| age >= args.outbox_max_age.as_secs_f64()));
+    if open_or_old || statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0) {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

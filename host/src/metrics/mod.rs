@@ -56,6 +56,11 @@ struct OutboxLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TopicLabel {
+    topic: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabel {
     task: Text,
     version: Text,
@@ -78,6 +83,10 @@ pub struct Metrics {
     oldest_pending: Family<TaskLabel, FloatGauge>,
     lag: Family<TaskLabel, FloatGauge>,
     outbox: Family<OutboxLabel, Gauge>,
+    topic_failures: Family<TopicLabel, Gauge>,
+    topic_open: Family<TopicLabel, Gauge>,
+    topic_paused: Family<TopicLabel, Gauge>,
+    topic_oldest: Family<TopicLabel, FloatGauge>,
     plugins: Family<PluginLabel, Gauge>,
     database_up: Gauge,
     /// Scrapes refill the gauge families (clear, then set); one at a time.
@@ -108,6 +117,10 @@ impl Default for Metrics {
             oldest_pending: Family::default(),
             lag: Family::default(),
             outbox: Family::default(),
+            topic_failures: Family::default(),
+            topic_open: Family::default(),
+            topic_paused: Family::default(),
+            topic_oldest: Family::default(),
             plugins: Family::default(),
             database_up: Gauge::default(),
             scrape: tokio::sync::Mutex::new(()),
@@ -122,6 +135,10 @@ impl Default for Metrics {
         r.register("jobs_oldest_pending_age_seconds", "Age of the oldest pending job (all hosts)", m.oldest_pending.clone());
         r.register("scheduler_lag_seconds", "Now minus the start of the newest generated slot", m.lag.clone());
         r.register("outbox_messages", "Outbox messages pending or dead (all hosts)", m.outbox.clone());
+        r.register("outbox_delivery_failures", "Failed deliveries of a topic ever, on any host (take increase() of it)", m.topic_failures.clone());
+        r.register("outbox_circuit_open", "1 while a topic's circuit breaker is open (its receiver is failing), else 0", m.topic_open.clone());
+        r.register("outbox_paused", "1 while an operator has paused a topic (almanac outbox pause), else 0", m.topic_paused.clone());
+        r.register("outbox_oldest_pending_age_seconds", "Seconds since the oldest undelivered message of a topic was published", m.topic_oldest.clone());
         r.register("database_up", "1 if this scrape could read the database (the gauges above are from it), else 0", m.database_up.clone());
         r.register("plugin_loaded", "Plugins this host serves now (1 per task, labelled with version and digest)", m.plugins.clone());
         m
@@ -149,7 +166,7 @@ impl Metrics {
     /// it cannot be read), counters as they stand.
     pub async fn render(&self, client: Option<&tokio_postgres::Client>, served: &[Served], topics: &[String]) -> String {
         let read = match client {
-            Some(client) => futures_util::future::try_join(client.rows(GAUGES, &[]), client.rows(OUTBOX, &[]))
+            Some(client) => futures_util::future::try_join3(client.rows(GAUGES, &[]), client.rows(OUTBOX, &[]), crate::outbox::operate::topics(client))
                 .await
                 .inspect_err(|e| tracing::warn!("metrics: cannot read the database: {}", crate::db::error_chain(e)))
                 .ok(),
@@ -161,9 +178,20 @@ impl Metrics {
         self.oldest_pending.clear();
         self.lag.clear();
         self.outbox.clear();
+        for family in [&self.topic_failures, &self.topic_open, &self.topic_paused] {
+            family.clear();
+        }
+        self.topic_oldest.clear();
         self.plugins.clear();
         self.database_up.set(i64::from(read.is_some()));
-        if let Some((tasks, outbox)) = read {
+        if let Some((tasks, outbox, topics_health)) = read {
+            for t in &topics_health {
+                let label = TopicLabel { topic: Text(t.topic.clone()) };
+                self.topic_failures.get_or_create(&label).set(t.failures_total);
+                self.topic_open.get_or_create(&label).set(i64::from(t.opened_at.is_some()));
+                self.topic_paused.get_or_create(&label).set(i64::from(t.paused));
+                self.topic_oldest.get_or_create(&label).set(t.oldest_pending_seconds.unwrap_or(0.0));
+            }
             for row in &tasks {
                 let label = TaskLabel { task: Text(row.get(0)) };
                 self.pending.get_or_create(&label).set(row.get(1));

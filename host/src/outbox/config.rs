@@ -6,7 +6,11 @@
 //! url = "https://hooks.example.com/points"  # webhook only; http or https
 //! timeout = "5s"                            # webhook only: per request; default 10s
 //! ca_file = "/etc/almanac/private-ca.pem"   # webhook only: a private CA to trust as well
-//! max_attempts = 10                         # attempts before a message is dead; default 10
+//! retry_for = "3d"                          # a message failing this long after it was
+//!                                           # published is dead; default 3 days
+//! max_attempts = 100                        # also dead after this many attempts; default: no cap
+//! breaker_after = 5                         # consecutive failures that open the circuit
+//! breaker_cooldown = "30s"                  # then one probe per cooldown until one succeeds
 //! publishers = ["points-notify"]            # tasks that may publish on it; default: the
 //!                                           # first task that does
 //!
@@ -27,8 +31,13 @@ use toml::Spanned;
 
 /// Per-request timeout of a webhook when the topic does not set one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Attempts before a message is dead when the topic does not say.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
+/// How long a failing message is retried when the topic does not say: days, as payment
+/// webhooks do, so an outage of a receiver over a weekend loses nothing.
+pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(3 * 24 * 3600);
+/// Consecutive failed deliveries of a topic that open its circuit.
+pub const DEFAULT_BREAKER_AFTER: u32 = 5;
+/// How long an open circuit waits before one message probes the receiver.
+pub const DEFAULT_BREAKER_COOLDOWN: Duration = Duration::from_secs(30);
 
 /// `[outbox]` as written.
 #[derive(Debug, Default, Deserialize)]
@@ -46,6 +55,9 @@ struct TopicFile {
     timeout: Option<Spanned<String>>,
     ca_file: Option<Spanned<String>>,
     max_attempts: Option<Spanned<u32>>,
+    retry_for: Option<Spanned<String>>,
+    breaker_after: Option<Spanned<u32>>,
+    breaker_cooldown: Option<Spanned<String>>,
     publishers: Option<Vec<Spanned<String>>>,
 }
 
@@ -63,10 +75,29 @@ pub enum SinkSpec {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicSpec {
     pub sink: SinkSpec,
-    /// Attempts before a message is marked dead (at least 1).
-    pub max_attempts: u32,
+    /// A message still failing this long after it was published is dead.
+    pub retry_for: Duration,
+    /// Attempts before a message is dead, besides `retry_for` (at least 1; None: no cap).
+    pub max_attempts: Option<u32>,
+    /// When deliveries stop and a probe tests the receiver.
+    pub breaker: Breaker,
     /// The tasks that may publish on it; empty: the first task that does.
     pub publishers: Vec<String>,
+}
+
+/// A topic's circuit breaker: after `after` consecutive failed deliveries (on any host)
+/// the topic's messages wait, and once per `cooldown` one of them probes the receiver;
+/// the first success closes the circuit and the waiting messages go at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breaker {
+    pub after: u32,
+    pub cooldown: Duration,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Breaker { after: DEFAULT_BREAKER_AFTER, cooldown: DEFAULT_BREAKER_COOLDOWN }
+    }
 }
 
 /// The configured topics, by name. A topic not in here has no sink: its messages stay
@@ -86,8 +117,23 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
         }
         let max_attempts = match &t.max_attempts {
             Some(n) if *n.get_ref() == 0 => return Err((n.span(), format!("outbox topic {topic:?}: max_attempts must be at least 1"))),
+            Some(n) => Some(*n.get_ref()),
+            None => None,
+        };
+        let duration = |d: &Option<Spanned<String>>, name: &str, default: Duration| match d {
+            Some(d) => match humantime::parse_duration(d.get_ref()) {
+                Ok(v) if !v.is_zero() => Ok(v),
+                Ok(_) => Err((d.span(), format!("outbox topic {topic:?}: {name} must be more than zero"))),
+                Err(e) => Err((d.span(), format!("outbox topic {topic:?}: {name} {:?}: {e}", d.get_ref()))),
+            },
+            None => Ok(default),
+        };
+        let retry_for = duration(&t.retry_for, "retry_for", DEFAULT_RETRY_FOR)?;
+        let cooldown = duration(&t.breaker_cooldown, "breaker_cooldown", DEFAULT_BREAKER_COOLDOWN)?;
+        let after = match &t.breaker_after {
+            Some(n) if *n.get_ref() == 0 => return Err((n.span(), format!("outbox topic {topic:?}: breaker_after must be at least 1"))),
             Some(n) => *n.get_ref(),
-            None => DEFAULT_MAX_ATTEMPTS,
+            None => DEFAULT_BREAKER_AFTER,
         };
         let sink = match t.sink.get_ref().as_str() {
             "webhook" => {
@@ -132,7 +178,7 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
         if t.publishers.as_ref().is_some_and(Vec::is_empty) {
             return Err((name.span(), format!("outbox topic {topic:?}: publishers is empty; name the tasks that publish on it, or leave it out")));
         }
-        topics.insert(topic.clone(), TopicSpec { sink, max_attempts, publishers });
+        topics.insert(topic.clone(), TopicSpec { sink, retry_for, max_attempts, breaker: Breaker { after, cooldown }, publishers });
     }
     Ok(topics)
 }
@@ -164,11 +210,22 @@ mod tests {
             ok["points-awarded"],
             TopicSpec {
                 sink: SinkSpec::Webhook { url: "http://127.0.0.1:8080/hook".into(), timeout: Duration::from_secs(5), ca_file: None },
-                max_attempts: 10,
+                retry_for: DEFAULT_RETRY_FOR,
+                max_attempts: None,
+                breaker: Breaker::default(),
                 publishers: vec![]
             }
         );
-        assert_eq!(ok["audit"], TopicSpec { sink: SinkSpec::Log, max_attempts: 3, publishers: vec![] });
+        assert_eq!(
+            ok["audit"],
+            TopicSpec { sink: SinkSpec::Log, retry_for: DEFAULT_RETRY_FOR, max_attempts: Some(3), breaker: Breaker::default(), publishers: vec![] }
+        );
+        let tuned = parse("[outbox.topics.t]\nsink = \"log\"\nretry_for = \"12h\"\nbreaker_after = 2\nbreaker_cooldown = \"1s\"\n").unwrap();
+        assert_eq!((tuned["t"].retry_for, tuned["t"].breaker), (Duration::from_secs(12 * 3600), Breaker { after: 2, cooldown: Duration::from_secs(1) }));
+        let e = parse("[outbox.topics.t]\nsink = \"log\"\nretry_for = \"soon\"\n").unwrap_err();
+        assert!(e.starts_with("almanac.toml:3: ") && e.contains("retry_for"), "{e}");
+        let e = parse("[outbox.topics.t]\nsink = \"log\"\nbreaker_after = 0\n").unwrap_err();
+        assert!(e.starts_with("almanac.toml:3: ") && e.contains("breaker_after"), "{e}");
         let bound = parse("[outbox.topics.t]\nsink = \"log\"\npublishers = [\"points-notify\"]\n").unwrap();
         assert_eq!(bound["t"].publishers, ["points-notify"]);
         let e = parse("[outbox.topics.t]\nsink = \"log\"\npublishers = []\n").unwrap_err();

@@ -4,20 +4,23 @@
 //! ([`crate::capability::outbox`]); a message exists only if its job committed. The
 //! dispatcher claims due pending messages of the topics that have a sink
 //! (`FOR UPDATE SKIP LOCKED`), delivers them, and marks each delivered or records the
-//! failed attempt (attempts, last error, next try with backoff and jitter; `dead` after
-//! the topic's maximum or at once for a permanent refusal), then commits.
+//! failed attempt (attempts, last error, next try with backoff and jitter; `dead` once
+//! the topic's retry budget in time is spent, after its `max_attempts` if it sets one, or
+//! at once for a permanent refusal), then commits. Each topic has a circuit breaker
+//! shared by every host (`breaker`), and may be paused.
 //!
 //! The row lock is held during delivery, so hosts dispatching side by side never
 //! deliver one message at the same time. Delivery is at least once: a host that dies
 //! after the receiver took a message but before its COMMIT leaves the message pending,
 //! and it is delivered again with the same `Idempotency-Key`. Receivers must dedupe.
+mod breaker;
 pub mod config;
 pub mod message;
 pub mod operate;
 pub mod sink;
 pub mod webhook;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +28,7 @@ use crate::db::{Conn, Pool};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{SinkSpec, TopicSpec, Topics};
+pub use config::{Breaker, SinkSpec, TopicSpec, Topics};
 pub use sink::Message;
 use sink::{Sink, SinkError};
 
@@ -73,7 +76,8 @@ pub enum DispatchError {
 
 struct Route {
     sink: Arc<dyn Sink>,
-    max_attempts: u32,
+    retry_for: Duration,
+    max_attempts: Option<u32>,
 }
 
 /// What one claim-deliver-commit round did.
@@ -88,6 +92,7 @@ pub struct RoundOutcome {
 /// The dispatcher of one host.
 pub struct Dispatcher {
     routes: HashMap<String, Route>,
+    breakers: HashMap<String, Breaker>,
     /// The routed topics, as the claim's parameter.
     topics: Vec<String>,
     pub options: Options,
@@ -98,10 +103,11 @@ impl Dispatcher {
     pub fn new(topics: &Topics, options: Options) -> Result<Dispatcher, DispatchError> {
         let mut routes = HashMap::new();
         for (topic, spec) in topics {
-            routes.insert(topic.clone(), Route { sink: build(&spec.sink)?, max_attempts: spec.max_attempts });
+            routes.insert(topic.clone(), Route { sink: build(&spec.sink)?, retry_for: spec.retry_for, max_attempts: spec.max_attempts });
         }
+        let breakers = topics.iter().map(|(topic, spec)| (topic.clone(), spec.breaker)).collect();
         let topics = topics.keys().cloned().collect();
-        Ok(Dispatcher { routes, topics, options })
+        Ok(Dispatcher { routes, breakers, topics, options })
     }
 
     /// The topics with a sink.
@@ -189,62 +195,81 @@ impl Dispatcher {
         }
     }
 
-    /// One transaction: claim due messages, deliver them concurrently, record, commit.
+    /// One transaction: plan by the topics' breakers, claim due messages (and a probe per
+    /// topic whose circuit is open and cooled), deliver them concurrently, record, commit.
     pub async fn round(&self, conn: &Conn) -> Result<RoundOutcome, DispatchError> {
         let mut outcome = RoundOutcome::default();
         if self.topics.is_empty() {
             return Ok(outcome);
         }
         conn.batch_execute("BEGIN").await?;
-        let rows = conn.rows(CLAIM, &[&self.topics, &(self.options.batch.max(1) as i64)]).await?;
+        let plan = breaker::plan(conn, &self.breakers, &self.topics).await?;
+        let mut rows = plan.probes;
+        if !plan.deliver.is_empty() {
+            rows.extend(conn.rows(CLAIM, &[&plan.deliver, &(self.options.batch.max(1) as i64)]).await?);
+        }
         outcome.claimed = rows.len();
         let messages: Vec<Message> = rows
             .iter()
             .map(|r| Message {
-                id: r.get(0),
-                topic: r.get(1),
-                key: r.get(2),
-                payload: r.get(3),
-                content_type: r.get(4),
-                attempt: u32::try_from(r.get::<_, i32>(5)).unwrap_or(0) + 1,
-                task: r.get(6),
+                id: r.get("id"),
+                topic: r.get("topic"),
+                key: r.get("key"),
+                payload: r.get("payload"),
+                content_type: r.get("content_type"),
+                attempt: u32::try_from(r.get::<_, i32>("attempts")).unwrap_or(0) + 1,
+                task: r.get("task"),
             })
             .collect();
         let results = futures_util::future::join_all(messages.iter().map(|m| self.deliver(m))).await;
+        let mut tallies: BTreeMap<String, breaker::Tally> = BTreeMap::new();
         let mut delivered = Vec::new();
-        let (mut failed, mut errors, mut dead, mut delays) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut failed, mut errors, mut give_up, mut delays, mut budgets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (message, result) in messages.iter().zip(results) {
+            let tally = tallies.entry(message.topic.clone()).or_default();
             match result {
                 Ok(()) => {
                     tracing::debug!(topic = %message.topic, key = %message.key, attempt = message.attempt, "outbox message delivered");
+                    tally.delivered += 1;
                     delivered.push(message.id);
                 }
                 Err(e) => {
-                    let max_attempts = self.routes.get(&message.topic).map_or(1, |r| r.max_attempts);
-                    let give_up = !e.retryable || message.attempt >= max_attempts;
+                    let route = self.routes.get(&message.topic);
+                    let out_of_attempts = route.and_then(|r| r.max_attempts).is_some_and(|max| message.attempt >= max);
                     let delay = crate::backoff::delay(self.options.retry_base, self.options.retry_max, message.attempt);
-                    if give_up {
-                        tracing::warn!(topic = %message.topic, key = %message.key, attempt = message.attempt, error = %e, "outbox message dead: {}",
-                            if e.retryable { "out of attempts" } else { "the receiver refused it for good" });
-                    } else {
-                        tracing::info!(topic = %message.topic, key = %message.key, attempt = message.attempt, error = %e, retry_in = ?delay, "outbox delivery failed");
+                    // One line per attempt only at debug: an outage is told by the breaker.
+                    tracing::debug!(topic = %message.topic, key = %message.key, attempt = message.attempt, error = %e, retry_in = ?delay, "outbox delivery failed");
+                    if e.retryable {
+                        tally.failed += 1;
+                        tally.last_error = e.message.clone();
                     }
                     failed.push(message.id);
                     errors.push(e.message);
-                    dead.push(give_up);
+                    give_up.push(!e.retryable || out_of_attempts);
                     delays.push(delay.as_secs_f64());
+                    budgets.push(route.map_or(config::DEFAULT_RETRY_FOR, |r| r.retry_for).as_secs_f64());
                 }
             }
         }
         outcome.delivered = delivered.len();
         outcome.failed = failed.len();
-        outcome.dead = dead.iter().filter(|d| **d).count();
         if !delivered.is_empty() {
             conn.exec(MARK_DELIVERED, &[&delivered]).await?;
         }
         if !failed.is_empty() {
-            conn.exec(MARK_FAILED, &[&failed, &errors, &dead, &delays]).await?;
+            for row in conn.rows(MARK_FAILED, &[&failed, &errors, &give_up, &delays, &budgets]).await? {
+                if row.get::<_, bool>("dead") {
+                    outcome.dead += 1;
+                    let id: i64 = row.get("id");
+                    let why = match failed.iter().position(|f| *f == id).is_some_and(|at| give_up[at]) {
+                        true => "the receiver refused it for good, or it is out of attempts",
+                        false => "its retry budget (retry_for) is spent",
+                    };
+                    tracing::warn!(topic = %row.get::<_, String>("topic"), key = %row.get::<_, String>("key"), "outbox message dead: {why}");
+                }
+            }
         }
+        breaker::record(conn, &self.breakers, &tallies).await?;
         conn.batch_execute("COMMIT").await?;
         Ok(outcome)
     }

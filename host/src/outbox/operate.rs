@@ -1,5 +1,6 @@
-//! The operator's view of the outbox: listing messages, sending dead ones back, and the
-//! counts `almanac status` shows.
+//! The operator's view of the outbox: listing messages, sending dead ones back, pausing
+//! a topic, delivering now, recalling what is not delivered yet, and the counts and
+//! topic health `almanac status` and /metrics show.
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
@@ -12,6 +13,10 @@ const LIST: &str = include_str!("list.sql");
 const RETRY: &str = include_str!("retry.sql");
 const COUNTS: &str = include_str!("counts.sql");
 const BIND_PUBLISHERS: &str = include_str!("bind_publishers.sql");
+const TOPICS: &str = include_str!("topics.sql");
+const PAUSE: &str = include_str!("pause.sql");
+const DELIVER_NOW: &str = include_str!("deliver_now.sql");
+const DISCARD: &str = include_str!("discard.sql");
 
 /// Record which tasks may publish on each topic `almanac.toml` names publishers for
 /// (`almanac_job.publish` refuses the others).
@@ -93,4 +98,64 @@ pub struct Counts {
 /// Counts per publishing task; messages written without a task are under `None`.
 pub async fn counts(client: &Client) -> Result<HashMap<Option<String>, Counts>, tokio_postgres::Error> {
     Ok(client.rows(COUNTS, &[]).await?.iter().map(|r| (r.get(0), Counts { pending: r.get(1), dead: r.get(2), delivered: r.get(3) })).collect())
+}
+
+/// One topic's health.
+#[derive(Debug, Clone, Serialize)]
+pub struct TopicHealth {
+    pub topic: String,
+    pub paused: bool,
+    pub paused_reason: Option<String>,
+    /// Since when its circuit is open (None: closed).
+    pub opened_at: Option<DateTime<Utc>>,
+    /// Deliveries that failed in a row.
+    pub failures: i32,
+    /// Every failed delivery, ever.
+    pub failures_total: i64,
+    pub last_error: Option<String>,
+    pub pending: i64,
+    /// Seconds since the oldest pending message was published.
+    pub oldest_pending_seconds: Option<f64>,
+}
+
+pub async fn topics(client: &impl Sql) -> Result<Vec<TopicHealth>, tokio_postgres::Error> {
+    Ok(client
+        .rows(TOPICS, &[])
+        .await?
+        .iter()
+        .map(|r| TopicHealth {
+            topic: r.get("topic"),
+            paused: r.get("paused"),
+            paused_reason: r.get("paused_reason"),
+            opened_at: r.get("opened_at"),
+            failures: r.get("failures"),
+            failures_total: r.get("failures_total"),
+            last_error: r.get("last_error"),
+            pending: r.get("pending"),
+            oldest_pending_seconds: r.get("oldest_s"),
+        })
+        .collect())
+}
+
+/// Pause or resume `topic` on every host; false if no such topic is known.
+pub async fn set_paused(client: &Client, topic: &str, paused: bool, reason: Option<&str>) -> Result<bool, tokio_postgres::Error> {
+    let found = client.opt(PAUSE, &[&topic, &paused, &reason]).await?.is_some();
+    if found && !paused {
+        client.exec("SELECT pg_notify($1, '')", &[&crate::wake::OUTBOX]).await?;
+    }
+    Ok(found)
+}
+
+/// `topic`'s pending messages (or the one keyed `key`) due now, its circuit closed;
+/// returns how many messages.
+pub async fn deliver_now(client: &Client, topic: &str, key: Option<&str>) -> Result<u64, tokio_postgres::Error> {
+    let n = client.exec(DELIVER_NOW, &[&topic, &key]).await?;
+    client.exec("SELECT pg_notify($1, '')", &[&crate::wake::OUTBOX]).await?;
+    Ok(n)
+}
+
+/// Recall `topic`'s messages not yet delivered (or the one keyed `key`), recording why;
+/// returns how many.
+pub async fn discard(client: &Client, topic: &str, key: Option<&str>, reason: &str) -> Result<u64, tokio_postgres::Error> {
+    client.exec(DISCARD, &[&topic, &key, &reason]).await
 }
