@@ -38,7 +38,8 @@ async fn a_receiver_outage_costs_a_few_requests_and_recovery_sends_the_backlog_a
     args.extend(["--outbox-retry-base", "30s", "--outbox-retry-max", "1h", "--outbox-workers", "3", "--listen", "127.0.0.1:0"].map(String::from));
     enqueue_points_notify(&db, 40).await;
     let mut host = spawn(&db, plugins.path(), &args);
-    let metrics = format!("http://{}/metrics", host.listen_addr().await);
+    let base = format!("http://{}", host.listen_addr().await);
+    let metrics = format!("{base}/metrics");
     db.wait_count("SELECT count(*) FROM almanac.outbox", 40, Duration::from_secs(60)).await;
     db.wait_count("SELECT count(*) FROM almanac.outbox_topics WHERE opened_at IS NOT NULL", 1, Duration::from_secs(30)).await;
     let opened = Instant::now();
@@ -60,6 +61,11 @@ async fn a_receiver_outage_costs_a_few_requests_and_recovery_sends_the_backlog_a
     assert_eq!(sample(&text, &format!("almanac_outbox_circuit_open{label}")), Some(1.0), "{text}");
     assert!(sample(&text, &format!("almanac_outbox_delivery_failures{label}")).is_some_and(|n| n >= 3.0), "{text}");
     assert!(sample(&text, &format!("almanac_outbox_oldest_pending_age_seconds{label}")).is_some_and(|s| s > 0.0), "{text}");
+    // The dashboard's data says so too, with the receiver's error.
+    let overview: serde_json::Value = serde_json::from_str(&reqwest::get(format!("{base}/api/overview")).await.unwrap().text().await.unwrap()).unwrap();
+    let topic = overview["topics"].as_array().unwrap().iter().find(|t| t["topic"] == TOPIC).cloned().unwrap_or_default();
+    assert_eq!(topic["circuit_open"], true, "{overview}");
+    assert!(topic["last_error"].as_str().is_some_and(|e| e.contains("503")), "{overview}");
 
     down.store(false, Ordering::SeqCst);
     let recovered = Instant::now();

@@ -66,6 +66,12 @@ pub struct Topic {
     pub pending: i64,
     pub dead: i64,
     pub delivered: i64,
+    /// Paused by an operator (`almanac outbox pause`).
+    pub paused: bool,
+    /// Its circuit breaker is open: the receiver fails, deliveries wait.
+    pub circuit_open: bool,
+    /// The last delivery error while deliveries fail.
+    pub last_error: Option<String>,
 }
 
 /// A plugin this host serves now.
@@ -102,7 +108,18 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
                 failures: r.get(7),
             })
             .collect(),
-        topics: topics.iter().map(|r| Topic { topic: r.get(0), pending: r.get(1), dead: r.get(2), delivered: r.get(3) }).collect(),
+        topics: topics
+            .iter()
+            .map(|r| Topic {
+                topic: r.get("topic"),
+                pending: r.get("pending"),
+                dead: r.get("dead"),
+                delivered: r.get("delivered"),
+                paused: r.get("paused"),
+                circuit_open: r.get("open"),
+                last_error: r.get("last_error"),
+            })
+            .collect(),
         dead_messages,
         plugins: registry
             .iter()
