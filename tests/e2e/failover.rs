@@ -52,7 +52,7 @@ async fn hosts_follow_a_switchover_and_a_killed_primary_paying_every_account_onc
     db.accounts(ACCOUNTS).await;
     let cursor = latest_daily_slot(&db).await - chrono::Duration::days(DAYS);
     db.schedule("points-notify", "0 0 * * *", "Asia/Shanghai", cursor).await;
-    let receiver = Receiver::start(Arc::new(|_| answer(200, "ok"))).await;
+    let receiver = Receiver::start(Arc::new(|_, _| answer(200, "ok"))).await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("almanac.toml");
     std::fs::write(

@@ -30,7 +30,8 @@ async fn a_receiver_outage_costs_a_few_requests_and_recovery_sends_the_backlog_a
     let down = Arc::new(AtomicBool::new(true));
     let state = down.clone();
     let receiver =
-        Receiver::start(Arc::new(move |_| if state.load(Ordering::SeqCst) { answer(503, "receiver down for maintenance") } else { answer(200, "ok") })).await;
+        Receiver::start(Arc::new(move |_, _| if state.load(Ordering::SeqCst) { answer(503, "receiver down for maintenance") } else { answer(200, "ok") }))
+            .await;
     let (_dir, path) = config(&topic_config(&receiver, "breaker_after = 3\nbreaker_cooldown = \"1s\"\n"));
     let plugins = plugin_dir(&["points_notify"]);
     // A message that failed waits 30 s before its next try: recovery must not wait it out.
@@ -91,7 +92,7 @@ async fn a_receiver_outage_costs_a_few_requests_and_recovery_sends_the_backlog_a
 #[tokio::test(flavor = "multi_thread")]
 async fn an_operator_pauses_a_topic_recalls_a_message_and_delivers_one_now() {
     let db = TestDb::new().await;
-    let receiver = Receiver::start(Arc::new(|_| answer(200, "ok"))).await;
+    let receiver = Receiver::start(Arc::new(|_, _| answer(200, "ok"))).await;
     let (_dir, path) = config(&topic_config(&receiver, ""));
     let plugins = plugin_dir(&["points_notify"]);
     let mut host = spawn(&db, plugins.path(), &outbox_args(&path));
@@ -136,4 +137,76 @@ async fn an_operator_pauses_a_topic_recalls_a_message_and_delivers_one_now() {
     let (code, out) = almanac(&db, &["outbox", "--status", "discarded"]);
     assert_eq!(code, 0);
     assert!(out.contains(&key(1)) && out.contains("discarded"), "{out}");
+}
+
+/// Call, then record: a topic's reply task gets each delivery's outcome as a job, made in
+/// the transaction that marks the message delivered. The receiver makes an invoice per
+/// Idempotency-Key and answers a repeat with the same id, as a deduping API does; the
+/// host is killed between the receiver's answer and its record, so one message is
+/// delivered, and answered, twice. Every id is stored once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_task_stores_each_receivers_id_once_across_a_kill_and_a_second_answer() {
+    let db = TestDb::new().await;
+    enqueue_points_notify(&db, 3).await;
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let invoices: Arc<std::sync::Mutex<HashMap<String, String>>> = Arc::default();
+    let receiver = {
+        let (gate, invoices) = (gate.clone(), invoices.clone());
+        Receiver::start(Arc::new(move |n, request| {
+            let key = request.idempotency_key.clone().unwrap_or_default();
+            let id = {
+                let mut invoices = invoices.lock().unwrap();
+                let next = format!("inv_{}", invoices.len() + 1);
+                invoices.entry(key).or_insert(next).clone()
+            };
+            let gate = gate.clone();
+            Box::pin(async move {
+                if n == 1 {
+                    gate.notified().await;
+                }
+                Some((200, format!("{{\"id\":\"{id}\"}}")))
+            })
+        }))
+        .await
+    };
+    let (_dir, path) = config(&topic_config(&receiver, "reply_task = \"fixture-reply\"\nreply_headers = [\"Content-Length\"]\n"));
+    let plugins = plugin_dir(&["points_notify", "fixture_reply"]);
+    let mut first = spawn(&db, plugins.path(), &outbox_args(&path));
+    wait_for("the first delivery to reach the receiver", Duration::from_secs(30), || async { !receiver.requests().is_empty() }).await;
+    // As in outbox.rs: a lock the `delivered` UPDATE waits on holds the host between the
+    // receiver's 200 and its record; then it is killed.
+    let locker = crate::support::connect(&db.url).await;
+    locker.batch_execute("BEGIN; LOCK TABLE almanac.outbox IN SHARE MODE").await.unwrap();
+    gate.notify_one();
+    let waiting =
+        format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND wait_event_type = 'Lock' AND query LIKE '%UPDATE almanac.outbox%'", db.name);
+    db.wait_count(&waiting, 1, Duration::from_secs(30)).await;
+    first.signal(libc::SIGKILL);
+    first.wait(Duration::from_secs(10)).await;
+    locker.batch_execute("ROLLBACK").await.unwrap();
+
+    let mut second = spawn(&db, plugins.path(), &outbox_args(&path));
+    db.wait_count("SELECT count(*) FROM almanac.outbox WHERE status = 'delivered'", 3, Duration::from_secs(60)).await;
+
+    db.wait_count("SELECT count(*) FROM fixture_reply_ids", 3, Duration::from_secs(60)).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-reply' AND status = 'done'", 3, Duration::from_secs(60)).await;
+    second.stop().await;
+
+    let requests = receiver.requests();
+    let keys: Vec<&str> = requests.iter().filter_map(|r| r.idempotency_key.as_deref()).collect();
+    assert!(keys.len() > 3, "one message was delivered twice: {keys:?}");
+    let stored: HashMap<String, String> = db
+        .client
+        .query("SELECT key, id FROM fixture_reply_ids WHERE status = 200 AND location IS NULL", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (format!("{TOPIC}/{}", r.get::<_, String>(0)), r.get(1)))
+        .collect();
+    assert_eq!(&stored, &*invoices.lock().unwrap(), "each message's invoice id, once");
+    // One reply job per message, whatever the receiver was asked.
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-reply'").await, 3);
+    let headers: String =
+        db.client.query_one("SELECT payload::jsonb->>'headers' FROM almanac.jobs WHERE task = 'fixture-reply' LIMIT 1", &[]).await.unwrap().get(0);
+    assert!(headers.contains("content-length"), "the named headers reach the reply: {headers}");
 }

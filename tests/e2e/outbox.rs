@@ -70,7 +70,7 @@ async fn a_flaky_slow_receiver_gets_every_message_with_one_key_each() {
     // Every third request fails with a 500; every fifth is held past the sink's timeout
     // (1 s: generous, so a busy machine does not turn a prompt 200 into a timeout) and
     // then dropped unanswered.
-    let receiver = Receiver::start(Arc::new(|n| {
+    let receiver = Receiver::start(Arc::new(|n, _| {
         if n % 5 == 0 {
             Box::pin(async {
                 tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -206,7 +206,7 @@ async fn a_host_killed_between_the_200_and_its_record_redelivers_the_same_key() 
     let gate = Arc::new(tokio::sync::Notify::new());
     let receiver = {
         let gate = gate.clone();
-        Receiver::start(Arc::new(move |n| {
+        Receiver::start(Arc::new(move |n, _| {
             let gate = gate.clone();
             Box::pin(async move {
                 if n == 1 {
@@ -259,7 +259,7 @@ async fn a_400_is_dead_at_once_with_its_excerpt_until_an_operator_retries_it() {
     let long_body = format!("invalid notification: {}", "x".repeat(300));
     let receiver = {
         let (refuse, long_body) = (refuse.clone(), long_body.clone());
-        Receiver::start(Arc::new(move |_| if refuse.load(Ordering::SeqCst) { answer(400, &long_body) } else { answer(204, "") })).await
+        Receiver::start(Arc::new(move |_, _| if refuse.load(Ordering::SeqCst) { answer(400, &long_body) } else { answer(204, "") })).await
     };
     let (_dir, path) = config(&points_config(&receiver, "5s"));
     let plugins = plugin_dir(&["points_notify"]);
@@ -334,7 +334,7 @@ async fn prune_drops_a_month_of_delivered_messages_while_a_dispatcher_runs() {
         .unwrap();
     let month = |ago: i32| format!("SELECT 'outbox_' || to_char((now() - interval '{ago} months') AT TIME ZONE 'UTC', 'YYYY_MM')");
     let (old, dead) = (db_text(&db, &month(4)).await, db_text(&db, &month(5)).await);
-    let receiver = Receiver::start(Arc::new(|_| answer(200, "ok"))).await;
+    let receiver = Receiver::start(Arc::new(|_, _| answer(200, "ok"))).await;
     let (_dir, path) = config(&points_config(&receiver, "5s"));
     let plugins = plugin_dir(&["points_notify"]);
     let mut host = spawn(&db, plugins.path(), &outbox_args(&path));

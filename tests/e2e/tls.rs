@@ -136,7 +136,7 @@ async fn an_https_receiver_with_a_private_ca_gets_every_message_once_keyed() {
     let files = tempfile::tempdir().unwrap();
     let ca = Ca::new("Receiver's private CA");
     let pair = ca.server(&["localhost"]);
-    let receiver = Receiver::start_https(std::sync::Arc::new(|_| answer(200, "ok")), &pair.cert, &pair.key).await;
+    let receiver = Receiver::start_https(std::sync::Arc::new(|_, _| answer(200, "ok")), &pair.cert, &pair.key).await;
     let ca_file = certs::write(files.path(), "receiver-ca.pem", &ca.pem(), 0o644);
     let config = certs::write(
         files.path(),

@@ -11,6 +11,9 @@
 //! max_attempts = 100                        # also dead after this many attempts; default: no cap
 //! breaker_after = 5                         # consecutive failures that open the circuit
 //! breaker_cooldown = "30s"                  # then one probe per cooldown until one succeeds
+//! reply_task = "record-invoice"            # each delivery's outcome becomes a job of this
+//!                                           # task, keyed by the message's key
+//! reply_headers = ["location"]              # response headers the reply job gets
 //! publishers = ["points-notify"]            # tasks that may publish on it; default: the
 //!                                           # first task that does
 //!
@@ -58,6 +61,8 @@ struct TopicFile {
     retry_for: Option<Spanned<String>>,
     breaker_after: Option<Spanned<u32>>,
     breaker_cooldown: Option<Spanned<String>>,
+    reply_task: Option<Spanned<String>>,
+    reply_headers: Option<Vec<Spanned<String>>>,
     publishers: Option<Vec<Spanned<String>>>,
 }
 
@@ -81,8 +86,21 @@ pub struct TopicSpec {
     pub max_attempts: Option<u32>,
     /// When deliveries stop and a probe tests the receiver.
     pub breaker: Breaker,
+    /// The task each delivery's outcome goes to, as a job.
+    pub reply: Option<Reply>,
     /// The tasks that may publish on it; empty: the first task that does.
     pub publishers: Vec<String>,
+}
+
+/// A topic's reply task: each delivered message's outcome (the receiver's status, the
+/// `headers` named here, the body's first 64 KiB) becomes a job of `task`, keyed by the
+/// message's key, made in the transaction that marks the message delivered. So "call the
+/// receiver, then record what it answered" is two steps, each exactly once in effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub task: String,
+    /// Lowercase header names.
+    pub headers: Vec<String>,
 }
 
 /// A topic's circuit breaker: after `after` consecutive failed deliveries (on any host)
@@ -168,6 +186,22 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
             }
             other => return Err((t.sink.span(), format!("outbox topic {topic:?}: unknown sink {other:?} (expected webhook or log)"))),
         };
+        let reply = match (&t.reply_task, &t.reply_headers) {
+            (Some(task), headers) if !task.get_ref().is_empty() => {
+                let mut names = Vec::new();
+                for h in headers.iter().flatten() {
+                    let name = h.get_ref().to_ascii_lowercase();
+                    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                        return Err((h.span(), format!("outbox topic {topic:?}: reply_headers: {:?} is not a header name", h.get_ref())));
+                    }
+                    names.push(name);
+                }
+                Some(Reply { task: task.get_ref().clone(), headers: names })
+            }
+            (Some(task), _) => return Err((task.span(), format!("outbox topic {topic:?}: reply_task is a task's name"))),
+            (None, Some(h)) if !h.is_empty() => return Err((h[0].span(), format!("outbox topic {topic:?}: reply_headers needs a reply_task"))),
+            (None, _) => None,
+        };
         let mut publishers = Vec::new();
         for task in t.publishers.iter().flatten() {
             if task.get_ref().is_empty() {
@@ -178,7 +212,7 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
         if t.publishers.as_ref().is_some_and(Vec::is_empty) {
             return Err((name.span(), format!("outbox topic {topic:?}: publishers is empty; name the tasks that publish on it, or leave it out")));
         }
-        topics.insert(topic.clone(), TopicSpec { sink, retry_for, max_attempts, breaker: Breaker { after, cooldown }, publishers });
+        topics.insert(topic.clone(), TopicSpec { sink, retry_for, max_attempts, breaker: Breaker { after, cooldown }, reply, publishers });
     }
     Ok(topics)
 }
@@ -213,12 +247,20 @@ mod tests {
                 retry_for: DEFAULT_RETRY_FOR,
                 max_attempts: None,
                 breaker: Breaker::default(),
+                reply: None,
                 publishers: vec![]
             }
         );
         assert_eq!(
             ok["audit"],
-            TopicSpec { sink: SinkSpec::Log, retry_for: DEFAULT_RETRY_FOR, max_attempts: Some(3), breaker: Breaker::default(), publishers: vec![] }
+            TopicSpec {
+                sink: SinkSpec::Log,
+                retry_for: DEFAULT_RETRY_FOR,
+                max_attempts: Some(3),
+                breaker: Breaker::default(),
+                reply: None,
+                publishers: vec![]
+            }
         );
         let tuned = parse("[outbox.topics.t]\nsink = \"log\"\nretry_for = \"12h\"\nbreaker_after = 2\nbreaker_cooldown = \"1s\"\n").unwrap();
         assert_eq!((tuned["t"].retry_for, tuned["t"].breaker), (Duration::from_secs(12 * 3600), Breaker { after: 2, cooldown: Duration::from_secs(1) }));

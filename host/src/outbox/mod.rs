@@ -28,8 +28,8 @@ use crate::db::{Conn, Pool};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{Breaker, SinkSpec, TopicSpec, Topics};
-pub use sink::Message;
+pub use config::{Breaker, Reply, SinkSpec, TopicSpec, Topics};
+pub use sink::{Delivered, Message};
 use sink::{Sink, SinkError};
 
 use crate::db::Sql;
@@ -38,6 +38,7 @@ const CLAIM: &str = include_str!("claim.sql");
 const MARK_DELIVERED: &str = include_str!("mark_delivered.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
 const UNROUTED: &str = include_str!("unrouted.sql");
+const REPLY: &str = include_str!("reply.sql");
 
 /// How many idle polls pass between looks for pending messages no sink will take.
 const UNROUTED_EVERY_POLLS: u32 = 20;
@@ -78,6 +79,7 @@ struct Route {
     sink: Arc<dyn Sink>,
     retry_for: Duration,
     max_attempts: Option<u32>,
+    reply: Option<Reply>,
 }
 
 /// What one claim-deliver-commit round did.
@@ -103,7 +105,10 @@ impl Dispatcher {
     pub fn new(topics: &Topics, options: Options) -> Result<Dispatcher, DispatchError> {
         let mut routes = HashMap::new();
         for (topic, spec) in topics {
-            routes.insert(topic.clone(), Route { sink: build(&spec.sink)?, retry_for: spec.retry_for, max_attempts: spec.max_attempts });
+            routes.insert(
+                topic.clone(),
+                Route { sink: build(&spec.sink)?, retry_for: spec.retry_for, max_attempts: spec.max_attempts, reply: spec.reply.clone() },
+            );
         }
         let breakers = topics.iter().map(|(topic, spec)| (topic.clone(), spec.breaker)).collect();
         let topics = topics.keys().cloned().collect();
@@ -219,19 +224,24 @@ impl Dispatcher {
                 content_type: r.get("content_type"),
                 attempt: u32::try_from(r.get::<_, i32>("attempts")).unwrap_or(0) + 1,
                 task: r.get("task"),
+                created_at: r.get("created_at"),
             })
             .collect();
         let results = futures_util::future::join_all(messages.iter().map(|m| self.deliver(m))).await;
         let mut tallies: BTreeMap<String, breaker::Tally> = BTreeMap::new();
         let mut delivered = Vec::new();
+        let mut replies = Vec::new();
         let (mut failed, mut errors, mut give_up, mut delays, mut budgets) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (message, result) in messages.iter().zip(results) {
             let tally = tallies.entry(message.topic.clone()).or_default();
             match result {
-                Ok(()) => {
+                Ok(answer) => {
                     tracing::debug!(topic = %message.topic, key = %message.key, attempt = message.attempt, "outbox message delivered");
                     tally.delivered += 1;
                     delivered.push(message.id);
+                    if let Some(reply) = self.routes.get(&message.topic).and_then(|r| r.reply.as_ref()) {
+                        replies.push((reply.task.clone(), message, reply_payload(message, &answer, &reply.headers)));
+                    }
                 }
                 Err(e) => {
                     let route = self.routes.get(&message.topic);
@@ -256,6 +266,9 @@ impl Dispatcher {
         if !delivered.is_empty() {
             conn.exec(MARK_DELIVERED, &[&delivered]).await?;
         }
+        for (task, message, payload) in &replies {
+            conn.opt(REPLY, &[task, &message.created_at, &message.key, payload]).await?;
+        }
         if !failed.is_empty() {
             for row in conn.rows(MARK_FAILED, &[&failed, &errors, &give_up, &delays, &budgets]).await? {
                 if row.get::<_, bool>("dead") {
@@ -274,7 +287,7 @@ impl Dispatcher {
         Ok(outcome)
     }
 
-    async fn deliver(&self, message: &Message) -> Result<(), SinkError> {
+    async fn deliver(&self, message: &Message) -> Result<Delivered, SinkError> {
         match self.routes.get(&message.topic) {
             Some(route) => route.sink.deliver(message).await,
             // The claim only returns routed topics; this is the belt to its braces.
@@ -301,6 +314,22 @@ impl Dispatcher {
     }
 }
 
+/// A reply job's payload: which message, and what the receiver answered (the headers the
+/// topic names; the body as text, invalid UTF-8 replaced).
+fn reply_payload(message: &Message, answer: &Delivered, named: &[String]) -> serde_json::Value {
+    let headers: serde_json::Map<String, serde_json::Value> =
+        answer.headers.iter().filter(|(name, _)| named.contains(name)).map(|(name, value)| (name.clone(), value.clone().into())).collect();
+    serde_json::json!({
+        "topic": message.topic,
+        "key": message.key,
+        "message_id": message.id,
+        "status": answer.status,
+        "headers": headers,
+        "body": String::from_utf8_lossy(&answer.body),
+        "body_truncated": answer.truncated,
+    })
+}
+
 /// Build the sink a topic is configured with.
 fn build(spec: &config::SinkSpec) -> Result<Arc<dyn Sink>, DispatchError> {
     Ok(match spec {
@@ -323,14 +352,24 @@ mod tests {
             content_type: "application/json".into(),
             attempt: 1,
             task: None,
+            created_at: chrono::Utc::now(),
         };
         assert_eq!(m.idempotency_key(), "points-awarded/points-notify/2026-03-07T16:00:00Z/17");
     }
 
     #[tokio::test]
     async fn the_log_sink_always_delivers() {
-        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: b"{}".to_vec(), content_type: "application/json".into(), attempt: 1, task: None };
-        assert_eq!(sink::LogSink.deliver(&m).await, Ok(()));
+        let m = Message {
+            id: 1,
+            topic: "t".into(),
+            key: "k".into(),
+            payload: b"{}".to_vec(),
+            content_type: "application/json".into(),
+            attempt: 1,
+            task: None,
+            created_at: chrono::Utc::now(),
+        };
+        assert!(sink::LogSink.deliver(&m).await.is_ok());
     }
 
     #[tokio::test]
@@ -338,7 +377,16 @@ mod tests {
         // Bind and drop a listener to get a port that refuses connections.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let hook = webhook::Webhook::new(&format!("http://127.0.0.1:{port}/hook"), Duration::from_secs(2), None).unwrap();
-        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: vec![], content_type: "text/plain".into(), attempt: 1, task: None };
+        let m = Message {
+            id: 1,
+            topic: "t".into(),
+            key: "k".into(),
+            payload: vec![],
+            content_type: "text/plain".into(),
+            attempt: 1,
+            task: None,
+            created_at: chrono::Utc::now(),
+        };
         let e = hook.deliver(&m).await.unwrap_err();
         assert!(e.retryable && e.status.is_none(), "{e:?}");
     }

@@ -40,7 +40,25 @@ pub struct Message {
     pub attempt: u32,
     /// The task whose job published it (none: written some other way).
     pub task: Option<String>,
+    /// When it was published: the slot of its reply job, if its topic has a reply task.
+    pub created_at: chrono::DateTime<chrono::Utc>,
 }
+
+/// What the receiver answered when it took a message: for the topic's reply task.
+#[derive(Debug, Clone, Default)]
+pub struct Delivered {
+    /// The receiver's status code (0 for sinks without one).
+    pub status: u16,
+    /// Its response headers, names in lowercase.
+    pub headers: Vec<(String, String)>,
+    /// The start of its response body, at most [`REPLY_BODY`] bytes.
+    pub body: Vec<u8>,
+    /// Whether the body went on past [`REPLY_BODY`].
+    pub truncated: bool,
+}
+
+/// Bytes of a response body kept for the reply task.
+pub const REPLY_BODY: usize = 64 * 1024;
 
 impl Message {
     /// `<topic>/<key>`: the same on every delivery of this message, so a receiver can
@@ -56,7 +74,7 @@ impl Message {
 /// must bound its own time: the dispatcher holds the message's row lock, and its
 /// transaction open, while it waits.
 pub trait Sink: Send + Sync {
-    fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), SinkError>>;
+    fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<Delivered, SinkError>>;
 }
 
 /// Logs each message at info level and counts it delivered: for the demo, and for
@@ -67,7 +85,7 @@ pub struct LogSink;
 const LOG_PAYLOAD: usize = 1000;
 
 impl Sink for LogSink {
-    fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), SinkError>> {
+    fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<Delivered, SinkError>> {
         Box::pin(async move {
             let shown = &message.payload[..message.payload.len().min(LOG_PAYLOAD)];
             tracing::info!(
@@ -80,7 +98,7 @@ impl Sink for LogSink {
                 "outbox message: {}",
                 String::from_utf8_lossy(shown)
             );
-            Ok(())
+            Ok(Delivered::default())
         })
     }
 }

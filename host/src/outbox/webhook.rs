@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use reqwest::header::{HeaderValue, CONTENT_TYPE};
 
-use super::sink::{BuildError, Message, Sink, SinkError};
+use super::sink::{BuildError, Delivered, Message, Sink, SinkError, REPLY_BODY};
 
 /// Bytes of an error response's body kept in `last_error`.
 pub const BODY_EXCERPT: usize = 200;
@@ -46,7 +46,7 @@ impl Webhook {
         Ok(Webhook { client, url, shown: shown.to_string(), timeout })
     }
 
-    async fn post(&self, message: &Message) -> Result<(), SinkError> {
+    async fn post(&self, message: &Message) -> Result<Delivered, SinkError> {
         let content_type = HeaderValue::from_str(&message.content_type).map_err(|_| SinkError {
             retryable: false,
             message: format!("content type {:?} is not a valid header value", message.content_type),
@@ -66,7 +66,7 @@ impl Webhook {
         let response = request.body(message.payload.clone()).send().await.map_err(|e| self.transport_error(e))?;
         let status = response.status();
         if status.is_success() {
-            return Ok(());
+            return Ok(answer(response).await);
         }
         let code = status.as_u16();
         let body = excerpt(response).await;
@@ -86,6 +86,22 @@ impl Webhook {
     }
 }
 
+/// A 2xx response as the topic's reply task gets it: the status, the headers, and the
+/// body up to [`REPLY_BODY`] bytes (a body that breaks off is kept as far as it came).
+async fn answer(mut response: reqwest::Response) -> Delivered {
+    let headers = response.headers().iter().filter_map(|(name, value)| value.to_str().ok().map(|v| (name.as_str().to_owned(), v.to_owned()))).collect();
+    let mut delivered = Delivered { status: response.status().as_u16(), headers, body: Vec::new(), truncated: false };
+    while let Ok(Some(chunk)) = response.chunk().await {
+        delivered.body.extend_from_slice(&chunk);
+        if delivered.body.len() > REPLY_BODY {
+            delivered.body.truncate(REPLY_BODY);
+            delivered.truncated = true;
+            break;
+        }
+    }
+    delivered
+}
+
 /// The first [`BODY_EXCERPT`] bytes of the body as text, without waiting for the rest.
 async fn excerpt(mut response: reqwest::Response) -> String {
     let mut body = Vec::new();
@@ -103,7 +119,7 @@ async fn excerpt(mut response: reqwest::Response) -> String {
 }
 
 impl Sink for Webhook {
-    fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), SinkError>> {
+    fn deliver<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<Delivered, SinkError>> {
         Box::pin(self.post(message))
     }
 }
@@ -161,8 +177,17 @@ mod tests {
 
     async fn deliver(port: u16, ca_file: Option<&std::path::Path>) -> Result<(), SinkError> {
         let hook = Webhook::new(&format!("https://localhost:{port}/hook"), Duration::from_secs(5), ca_file).unwrap();
-        let m = Message { id: 1, topic: "t".into(), key: "k".into(), payload: vec![], content_type: "text/plain".into(), attempt: 1, task: None };
-        hook.post(&m).await
+        let m = Message {
+            id: 1,
+            topic: "t".into(),
+            key: "k".into(),
+            payload: vec![],
+            content_type: "text/plain".into(),
+            attempt: 1,
+            task: None,
+            created_at: chrono::Utc::now(),
+        };
+        hook.post(&m).await.map(drop)
     }
 
     #[tokio::test]

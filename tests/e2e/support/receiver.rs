@@ -21,9 +21,9 @@ pub struct Received {
     pub answered: Option<u16>,
 }
 
-/// How the receiver answers request number `n` (1-based): a status and body, or
-/// nothing (the connection is dropped) when the future yields None.
-pub type Policy = Arc<dyn Fn(usize) -> BoxFuture<'static, Option<(u16, String)>> + Send + Sync>;
+/// How the receiver answers request number `n` (1-based), given the request: a status
+/// and body, or nothing (the connection is dropped) when the future yields None.
+pub type Policy = Arc<dyn Fn(usize, &Received) -> BoxFuture<'static, Option<(u16, String)>> + Send + Sync>;
 
 /// A minimal HTTP/1.1 server: one request per connection, `Connection: close`.
 pub struct Receiver {
@@ -107,7 +107,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, log: Arc<Mutex<
         log.len() - 1
     };
     let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
-    let Some((status, body)) = policy(n).await else { return };
+    let Some((status, body)) = policy(n, &request).await else { return };
     let response = format!("HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
     if stream.write_all(response.as_bytes()).await.is_ok() && stream.flush().await.is_ok() {
         log.lock().unwrap()[index].answered = Some(status);
