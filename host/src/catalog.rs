@@ -67,6 +67,8 @@ pub struct Folder {
     /// the revision they disagree with: tried again when it changes (an `almanac apply`
     /// may have made them agree).
     disagreeing: HashMap<PathBuf, (String, i64)>,
+    /// A text of the configuration file that did not parse: reported once, not again.
+    config_refused: Option<String>,
     /// Register each task's schedule (a serving host does; `backfill` does not, so that
     /// a backfill, failed or not, leaves no schedule behind that no host runs).
     pub register_schedules: bool,
@@ -74,7 +76,18 @@ pub struct Folder {
 
 impl Folder {
     pub fn new(runtime: Arc<Runtime>, dir: PathBuf, config: Option<Config>, metrics: Arc<Metrics>, logins: Arc<crate::login::Logins>) -> Folder {
-        Folder { runtime, dir, config, metrics, logins, loaded: Arc::default(), refused: HashMap::new(), disagreeing: HashMap::new(), register_schedules: true }
+        Folder {
+            runtime,
+            dir,
+            config,
+            metrics,
+            logins,
+            loaded: Arc::default(),
+            refused: HashMap::new(),
+            disagreeing: HashMap::new(),
+            config_refused: None,
+            register_schedules: true,
+        }
     }
 
     /// The configuration file the folder's plugins are adjusted by, if any.
@@ -82,10 +95,38 @@ impl Folder {
         self.config.as_ref()
     }
 
+    /// Read the configuration file again if it changed on disk, so a reload runs by the
+    /// file as it is now, not as it was at start; files refused before are tried again
+    /// with it. A text that does not parse is reported once and the one before stays in
+    /// force. (Outbox topics are read at start only.) Returns whether it changed.
+    fn reread_config(&mut self) -> bool {
+        let Some(path) = self.config.as_ref().map(|c| c.file().to_owned()) else { return false };
+        let Ok(text) = std::fs::read_to_string(&path) else { return false };
+        if self.config.as_ref().is_some_and(|c| c.text() == text) || self.config_refused.as_deref() == Some(text.as_str()) {
+            return false;
+        }
+        match Config::parse(&path, text.clone()) {
+            Ok(config) => {
+                tracing::info!(file = %path, "configuration file changed: reloads follow it from now on; refused plugin files are tried again");
+                self.config = Some(config);
+                self.config_refused = None;
+                self.refused.clear();
+                self.disagreeing.clear();
+                true
+            }
+            Err(e) => {
+                tracing::error!("configuration file not re-read: {e}; the one read before stays in force");
+                self.config_refused = Some(text);
+                false
+            }
+        }
+    }
+
     /// Bring the loaded plugins in line with the folder: unchanged files keep their
     /// plugin, new and changed ones are loaded and set up, removed ones are dropped.
     /// Returns what was refused; an error only when the folder cannot be read.
     pub async fn scan(&mut self, conn: &mut Conn) -> anyhow::Result<Vec<Refusal>> {
+        self.reread_config();
         let files = wasm_files(&self.dir)?;
         let current = self.loaded.load_full();
         let mut next = Registry::default();
@@ -251,10 +292,14 @@ impl Folder {
                     due = true;
                 }
             }
+            let config_changed = self.reread_config();
+            if !(due || config_changed || !self.disagreeing.is_empty()) {
+                continue;
+            }
             let Ok(mut conn) = crate::db::connect(&pool, &shutdown).await else { return };
-            // Woken only to look at the schedules some files disagreed with: scan only if
-            // one changed.
-            let changed = !self.disagreeing.is_empty() && self.forget_changed_schedules(&conn).await;
+            // Woken only to look at the configuration file and the schedules some files
+            // disagreed with: scan only if one changed.
+            let changed = config_changed || (!self.disagreeing.is_empty() && self.forget_changed_schedules(&conn).await);
             if !(due || changed) {
                 continue;
             }
@@ -269,6 +314,8 @@ impl Folder {
                 (true, _, _) => (Some(RETRY), true),
                 (false, Some(every), _) => (Some(every), true),
                 (false, None, false) => (Some(FOLLOW_APPLY), false),
+                // A configuration file is looked at as often, for a change.
+                (false, None, true) if self.config.is_some() => (Some(FOLLOW_APPLY), false),
                 (false, None, true) => (None, false),
             };
         }

@@ -110,6 +110,16 @@ impl Config {
         Config::parse(&file, text)
     }
 
+    /// The file as named when it was read.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// The text it was parsed from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     pub fn parse(file: &str, text: String) -> Result<Config, ConfigError> {
         let parsed: File =
             toml::from_str(&text).map_err(|e| ConfigError::Parse { file: file.to_owned(), message: e.to_string().trim_end().replace('\n', " ") })?;

@@ -38,13 +38,15 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
     // Host B starts with the other file: it does not serve the task, and changes nothing.
     let others = plugin_dir(&["fixture_minutely", "fixture_permanent"]);
     let mut b = HostProc::spawn(&db, others.path(), &["--config", &every_3s]);
-    b.wait_log("task \"fixture-minutely\" is not served here", Duration::from_secs(30)).await;
+    b.wait_log("task \"fixture-minutely\" differs from the schedule every host runs by", Duration::from_secs(30)).await;
     let log = b.log();
+    // The difference first, in one line; then where each side comes from.
     assert!(
-        log.contains("b.toml:1 says cron \"*/3 * * * * *\" in UTC, catch_up all, period slot, horizon 30d, but the schedule every host runs by (register by"),
+        log.contains("task \"fixture-minutely\" differs from the schedule every host runs by: cron \"*/10 * * * * *\" -> \"*/3 * * * * *\" (stored -> here)"),
         "{log}"
     );
-    assert!(log.contains("is cron \"*/10 * * * * *\" in UTC") && log.contains("`almanac apply` with this file"), "{log}");
+    assert!(log.contains("Here: ") && log.contains("b.toml:1") && log.contains("stored (register by"), "{log}");
+    assert!(log.contains("`almanac apply` with this file"), "{log}");
     db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["p"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-permanent' AND status = 'failed'", 1, Duration::from_secs(30)).await;
     assert!(b.is_running(), "B serves its other task");
@@ -101,7 +103,7 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
     // A restarted with its old file does not flip the schedule back.
     a.stop().await;
     let mut a = HostProc::spawn(&db, plugins.path(), &["--config", &every_10s]);
-    a.wait_log("task \"fixture-minutely\" is not served here", Duration::from_secs(30)).await;
+    a.wait_log("task \"fixture-minutely\" differs from the schedule every host runs by", Duration::from_secs(30)).await;
     assert_eq!(stored_cron(&db).await, "*/3 * * * * *");
     assert_eq!(db.count("SELECT count(*) FROM almanac.changes WHERE task = 'fixture-minutely'").await, 2);
     a.stop().await;

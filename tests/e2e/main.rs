@@ -31,3 +31,4 @@ mod server_crash;
 mod settings;
 mod tls;
 mod transient;
+mod upgrade;

@@ -199,11 +199,12 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
         return Err(RegisterError::Disagrees(Disagreement {
             task: spec.name.clone(),
             revision: row.get(4),
+            // The difference first, in one line; then where each side comes from.
             message: format!(
-                "task {:?} is not served here: {source} says {}, but the schedule every host runs by{by} is {}; a host does not change a shared \
-                 schedule by starting. To change it for every host: `almanac apply` with this file; or make this file agree",
+                "task {:?} differs from the schedule every host runs by: {} (stored -> here). `almanac apply` with this file makes it the \
+                 schedule of every host, and this host then loads it without a restart. Here: {source}; stored{by}: {}",
                 spec.name,
-                show(&declared),
+                stored.diff(&declared).join(", "),
                 show(&stored)
             ),
         }));
