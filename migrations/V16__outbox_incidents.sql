@@ -32,3 +32,26 @@ ALTER TABLE almanac.outbox ADD CONSTRAINT outbox_status_check CHECK (status IN (
 ALTER TABLE almanac.outbox
     ADD COLUMN discarded_reason text,
     ADD COLUMN discarded_by     text;
+
+-- As V13's, taking only the month's delivered messages out of the delivered counts: a
+-- discarded one was never counted there.
+CREATE OR REPLACE FUNCTION almanac.drop_outbox_partition(part regclass) RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    busy boolean;
+    dropped bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM almanac.outbox_partitions p WHERE p.partition = part) THEN
+        RAISE EXCEPTION '% is not a month partition of almanac.outbox', part USING ERRCODE = '22023';
+    END IF;
+    LOCK TABLE almanac.outbox IN ACCESS EXCLUSIVE MODE;
+    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %s WHERE status IN (''pending'', ''dead''))', part) INTO busy;
+    IF busy THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE format('WITH gone AS (SELECT task, topic, count(*) FILTER (WHERE status = ''delivered'') AS n, count(*) AS all_n FROM %s GROUP BY 1, 2), '
+                   'uncounted AS (INSERT INTO almanac.delivered_counts (task, topic, delivered) SELECT task, topic, -n FROM gone WHERE n > 0) '
+                   'SELECT coalesce(sum(all_n), 0) FROM gone', part) INTO dropped;
+    EXECUTE format('DROP TABLE %s', part);
+    RETURN dropped;
+END $$;

@@ -107,7 +107,7 @@ impl Folder {
         }
         match Config::parse(&path, text.clone()) {
             Ok(config) => {
-                tracing::info!(file = %path, "configuration file changed: reloads follow it from now on; refused plugin files are tried again");
+                tracing::info!(file = %path, "configuration file changed: plugin files loaded from now on (new, changed or refused before, tried again now) follow it; a serving plugin's settings change with `almanac apply`");
                 self.config = Some(config);
                 self.config_refused = None;
                 self.refused.clear();

@@ -95,6 +95,9 @@ async fn an_operator_pauses_a_topic_recalls_a_message_and_delivers_one_now() {
     let receiver = Receiver::start(Arc::new(|_, _| answer(200, "ok"))).await;
     let (_dir, path) = config(&topic_config(&receiver, ""));
     let plugins = plugin_dir(&["points_notify"]);
+    // The plugin's table first (it declares it), then the host; the jobs come once the
+    // topic is paused.
+    db.accounts(10).await;
     let mut host = spawn(&db, plugins.path(), &outbox_args(&path));
     // The host binds the topic's publishers at start: the topic exists before any message.
     db.wait_count(&format!("SELECT count(*) FROM almanac.outbox_topics WHERE topic = '{TOPIC}'"), 1, Duration::from_secs(30)).await;
@@ -102,7 +105,10 @@ async fn an_operator_pauses_a_topic_recalls_a_message_and_delivers_one_now() {
     assert_eq!(code, 0, "{out}");
     let (code, _) = almanac(&db, &["outbox", "pause", "no-such-topic"]);
     assert_eq!(code, 1);
-    enqueue_points_notify(&db, 10).await;
+    db.client
+        .execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'points-notify', '2026-03-07T16:00:00Z', g::text FROM generate_series(1, 10) g", &[])
+        .await
+        .unwrap();
     db.wait_count("SELECT count(*) FROM almanac.outbox", 10, Duration::from_secs(60)).await;
     // Absence takes time to show: twenty of the dispatcher's polls (50 ms each).
     tokio::time::sleep(Duration::from_secs(1)).await;

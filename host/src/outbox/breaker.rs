@@ -1,7 +1,7 @@
 //! Each topic's circuit breaker, shared by every host through the topic's row in
 //! `almanac.outbox_topics`. After `breaker_after` deliveries in a row fail (on any host)
 //! the circuit opens: the topic's messages wait, and once per `breaker_cooldown` one
-//! worker, holding the topic's row as a lease, sends one message as a probe. The first
+//! worker, holding a lock on the topic's row as a lease, sends one message as a probe. The first
 //! success closes the circuit and makes every waiting message due at once; so an outage
 //! of the receiver costs a few requests, not one per message and attempt, and one log
 //! line when the circuit opens and one when it closes. A paused topic (`almanac outbox
@@ -19,13 +19,18 @@ const CLAIM_PROBE: &str = include_str!("claim_probe.sql");
 const LOCK_TOPICS: &str = include_str!("lock_topics.sql");
 const TOPIC_OUTCOME: &str = include_str!("topic_outcome.sql");
 const RELEASE_WAITING: &str = include_str!("release_waiting.sql");
+const CLOSE_IDLE: &str = include_str!("close_idle.sql");
 
 /// What one round may do: claim due messages of `deliver`, and send the one message of
-/// each topic in `probes` (their leases are held until the round commits).
+/// each topic in `probes`. A round that took a probe's lease (`leased`: the topic's row,
+/// locked until it commits) sends its probes only: it took that row lock out of the topic
+/// order every round records in, so it must not go on to lock other topics' rows, or two
+/// rounds could each wait for the other's.
 #[derive(Debug, Default)]
 pub struct Plan {
     pub deliver: Vec<String>,
     pub probes: Vec<Row>,
+    pub leased: bool,
 }
 
 /// The round's plan for the routed topics, in the round's transaction.
@@ -41,12 +46,22 @@ pub async fn plan(conn: &Conn, breakers: &HashMap<String, Breaker>, routed: &[St
         match known.get(topic) {
             Some((true, _, _)) => {}
             Some((false, failures, cooled)) if *failures >= breaker.after as i32 => {
-                if *cooled && conn.opt(PROBE, &[topic, &breaker.cooldown.as_secs_f64()]).await?.is_some() {
-                    plan.probes.extend(conn.opt(CLAIM_PROBE, &[topic]).await?);
+                if *cooled && conn.opt(PROBE, &[topic]).await?.is_some() {
+                    plan.leased = true;
+                    match conn.opt(CLAIM_PROBE, &[topic]).await? {
+                        Some(message) => plan.probes.push(message),
+                        None => {
+                            conn.opt(CLOSE_IDLE, &[topic]).await?;
+                            tracing::info!(%topic, "outbox circuit closed: nothing waits to be delivered; the next message gets an ordinary try");
+                        }
+                    }
                 }
             }
             _ => plan.deliver.push(topic.clone()),
         }
+    }
+    if plan.leased {
+        plan.deliver.clear();
     }
     Ok(plan)
 }

@@ -39,6 +39,7 @@ const MARK_DELIVERED: &str = include_str!("mark_delivered.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
 const UNROUTED: &str = include_str!("unrouted.sql");
 const REPLY: &str = include_str!("reply.sql");
+const NOTE_REPLY_FAILED: &str = include_str!("note_reply_failed.sql");
 
 /// How many idle polls pass between looks for pending messages no sink will take.
 const UNROUTED_EVERY_POLLS: u32 = 20;
@@ -267,7 +268,7 @@ impl Dispatcher {
             conn.exec(MARK_DELIVERED, &[&delivered]).await?;
         }
         for (task, message, payload) in &replies {
-            conn.opt(REPLY, &[task, &message.created_at, &message.key, payload]).await?;
+            self.reply(conn, task, message, payload).await?;
         }
         if !failed.is_empty() {
             for row in conn.rows(MARK_FAILED, &[&failed, &errors, &give_up, &delays, &budgets]).await? {
@@ -285,6 +286,29 @@ impl Dispatcher {
         breaker::record(conn, &self.breakers, &tallies).await?;
         conn.batch_execute("COMMIT").await?;
         Ok(outcome)
+    }
+
+    /// The reply job of a delivered message, under a savepoint: a reply that cannot be
+    /// made (its task unknown here, not allowed, a body the database refuses) must not undo
+    /// the delivery and send the message again forever. The message stays delivered, its
+    /// `last_error` says the reply was not recorded, and the log says why.
+    async fn reply(&self, conn: &Conn, task: &String, message: &Message, payload: &serde_json::Value) -> Result<(), DispatchError> {
+        conn.batch_execute("SAVEPOINT reply").await?;
+        match conn.opt(REPLY, &[task, &message.created_at, &message.key, payload]).await {
+            Ok(row) => {
+                conn.batch_execute("RELEASE SAVEPOINT reply").await?;
+                if row.is_some_and(|r| !r.get::<_, bool>(0)) {
+                    tracing::warn!(topic = %message.topic, key = %message.key, %task, "outbox reply not made: the reply task already has a job of this key and slot");
+                }
+            }
+            Err(e) => {
+                conn.batch_execute("ROLLBACK TO SAVEPOINT reply").await?;
+                let why = format!("delivered; its reply to task {task} was not recorded: {}", crate::db::error_chain(&e));
+                tracing::error!(topic = %message.topic, key = %message.key, "outbox {why}");
+                conn.exec(NOTE_REPLY_FAILED, &[&message.id, &why]).await?;
+            }
+        }
+        Ok(())
     }
 
     async fn deliver(&self, message: &Message) -> Result<Delivered, SinkError> {
@@ -325,7 +349,8 @@ fn reply_payload(message: &Message, answer: &Delivered, named: &[String]) -> ser
         "message_id": message.id,
         "status": answer.status,
         "headers": headers,
-        "body": String::from_utf8_lossy(&answer.body),
+        // JSON text may hold any character but NUL, which jsonb refuses.
+        "body": String::from_utf8_lossy(&answer.body).replace('\0', "\u{FFFD}"),
         "body_truncated": answer.truncated,
     })
 }
