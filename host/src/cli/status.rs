@@ -19,6 +19,17 @@ pub struct StatusArgs {
     outbox_max_age: Duration,
 }
 
+/// Whether a topic's oldest undelivered message has waited past `max_age`.
+fn too_old(t: &TopicHealth, max_age: Duration) -> bool {
+    t.oldest_pending_seconds.is_some_and(|age| age >= max_age.as_secs_f64())
+}
+
+/// Whether a topic fails `status`: its circuit is open or a message waited too long (a
+/// paused topic is shown, and fails only by age).
+fn failing(t: &TopicHealth, max_age: Duration) -> bool {
+    t.opened_at.is_some() || too_old(t, max_age)
+}
+
 /// What is wrong with a topic, if anything.
 fn trouble(t: &TopicHealth, max_age: Duration) -> Option<String> {
     let waiting = match t.oldest_pending_seconds {
@@ -32,7 +43,7 @@ fn trouble(t: &TopicHealth, max_age: Duration) -> Option<String> {
     if t.paused {
         return Some(format!("PAUSED ({}); {waiting}", t.paused_reason.as_deref().unwrap_or("no reason given")));
     }
-    t.oldest_pending_seconds.filter(|age| *age >= max_age.as_secs_f64()).map(|_| format!("{waiting} (over --outbox-max-age){error}"))
+    too_old(t, max_age).then(|| format!("{waiting} (over --outbox-max-age){error}"))
 }
 
 pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCode> {
@@ -56,9 +67,7 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
             println!("outbox topic {}: {why}", topic.topic);
         }
     }
-    let open_or_old =
-        troubled.iter().any(|(t, _)| t.opened_at.is_some() || t.oldest_pending_seconds.is_some_and(|age| age >= args.outbox_max_age.as_secs_f64()));
-    if open_or_old || statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0) {
+    if topics.iter().any(|t| failing(t, args.outbox_max_age)) || statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0) {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
