@@ -98,6 +98,9 @@ async fn an_operator_pauses_a_topic_recalls_a_message_and_delivers_one_now() {
     // The plugin's table first (it declares it), then the host; the jobs come once the
     // topic is paused.
     db.accounts(10).await;
+    // The schedule its jobs are keyed by (their period, 2026-03-08), registered as
+    // enqueue_points_notify registers it.
+    db.schedule("points-notify", "0 0 * * *", "Asia/Shanghai", chrono::Utc::now()).await;
     let mut host = spawn(&db, plugins.path(), &outbox_args(&path));
     // The host binds the topic's publishers at start: the topic exists before any message.
     db.wait_count(&format!("SELECT count(*) FROM almanac.outbox_topics WHERE topic = '{TOPIC}'"), 1, Duration::from_secs(30)).await;

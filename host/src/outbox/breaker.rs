@@ -45,7 +45,7 @@ pub async fn plan(conn: &Conn, breakers: &HashMap<String, Breaker>, routed: &[St
         let breaker = breakers.get(topic).copied().unwrap_or_default();
         match known.get(topic) {
             Some((true, _, _)) => {}
-            Some((false, failures, cooled)) if *failures >= breaker.after as i32 => {
+            Some((false, failures, cooled)) if *failures >= breaker.threshold() => {
                 if *cooled && conn.opt(PROBE, &[topic]).await?.is_some() {
                     plan.leased = true;
                     match conn.opt(CLAIM_PROBE, &[topic]).await? {
@@ -88,7 +88,7 @@ pub async fn record(conn: &Conn, breakers: &HashMap<String, Breaker>, tallies: &
     let failed: Vec<i32> = tallies.values().map(|t| t.failed).collect();
     let errors: Vec<String> = tallies.values().map(|t| t.last_error.clone()).collect();
     let of = |topic: &String| breakers.get(topic).copied().unwrap_or_default();
-    let after: Vec<i32> = topics.iter().map(|t| of(t).after as i32).collect();
+    let after: Vec<i32> = topics.iter().map(|t| of(t).threshold()).collect();
     let cooldown: Vec<f64> = topics.iter().map(|t| of(t).cooldown.as_secs_f64()).collect();
     let mut closed = Vec::new();
     for row in conn.rows(TOPIC_OUTCOME, &[&topics, &delivered, &failed, &errors, &after, &cooldown]).await? {

@@ -112,6 +112,15 @@ pub struct Breaker {
     pub cooldown: Duration,
 }
 
+impl Breaker {
+    /// `after` as the database counts failures (an `integer`): a value past its range,
+    /// written to mean "never", stays "never" instead of wrapping to a negative count that
+    /// would keep the circuit open for good.
+    pub fn threshold(&self) -> i32 {
+        i32::try_from(self.after).unwrap_or(i32::MAX)
+    }
+}
+
 impl Default for Breaker {
     fn default() -> Self {
         Breaker { after: DEFAULT_BREAKER_AFTER, cooldown: DEFAULT_BREAKER_COOLDOWN }
@@ -266,6 +275,8 @@ mod tests {
         assert_eq!((tuned["t"].retry_for, tuned["t"].breaker), (Duration::from_secs(12 * 3600), Breaker { after: 2, cooldown: Duration::from_secs(1) }));
         let e = parse("[outbox.topics.t]\nsink = \"log\"\nretry_for = \"soon\"\n").unwrap_err();
         assert!(e.starts_with("almanac.toml:3: ") && e.contains("retry_for"), "{e}");
+        let never = parse("[outbox.topics.t]\nsink = \"log\"\nbreaker_after = 4294967295\n").unwrap();
+        assert_eq!(never["t"].breaker.threshold(), i32::MAX);
         let e = parse("[outbox.topics.t]\nsink = \"log\"\nbreaker_after = 0\n").unwrap_err();
         assert!(e.starts_with("almanac.toml:3: ") && e.contains("breaker_after"), "{e}");
         let bound = parse("[outbox.topics.t]\nsink = \"log\"\npublishers = [\"points-notify\"]\n").unwrap();
