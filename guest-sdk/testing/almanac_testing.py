@@ -17,6 +17,7 @@ binary is `$ALMANAC`, else the one built in the Almanac checkout this file comes
 else `almanac` on `PATH`. Nothing but the standard library.
 """
 import itertools
+import json
 import os
 import pathlib
 import shutil
@@ -55,8 +56,25 @@ class Almanac:
         self.plugins = (self.project / plugins).resolve()
         self.bin = _almanac_bin()
         env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-        name = f"almanac_test_{next(_databases)}"
-        self.url = _check([self.bin, "scratch", name], cwd=self.project, env=env).stdout.decode().strip()
+        self.name = f"almanac_test_{next(_databases)}_{os.getpid()}"
+        self.url = _check([self.bin, "scratch", self.name], cwd=self.project, env=env).stdout.decode().strip()
+        self.config = None
+        self._settings = {}
+
+    def settings(self, task: str, values: dict) -> "Almanac":
+        """Give `task` these settings (as `[tasks.<task>.settings]` of almanac.toml would)
+        for this test's runs and plans from now on; later calls add to them. The test then
+        runs by a configuration file of its own instead of the project's almanac.toml."""
+        self._settings.setdefault(task, {}).update(values)
+        text = "".join(
+            f"[tasks.{_toml(t)}.settings]\n" + "".join(f"{_toml(k)} = {_toml(v)}\n" for k, v in given.items())
+            for t, given in self._settings.items()
+        )
+        folder = self.project / ".almanac" / "settings"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.config = folder / f"{self.name}.toml"
+        self.config.write_text(text, encoding="utf-8")
+        return self
 
     def run(self, task: str, slot: str, key: str, payload: Optional[str] = None) -> Tried:
         """`run` of job (task, slot, key), in a transaction committed if it succeeds."""
@@ -77,7 +95,8 @@ class Almanac:
         return [row.split("\x1f") for row in out.split("\0") if row]
 
     def _call(self, args: List[str]) -> Tried:
-        out = subprocess.run([self.bin, *args, "--plugins", str(self.plugins), "--commit"], cwd=self.project, env=self._env(), capture_output=True)
+        config = ["--config", str(self.config)] if self.config else []
+        out = subprocess.run([self.bin, *args, "--plugins", str(self.plugins), "--commit", *config], cwd=self.project, env=self._env(), capture_output=True)
         report = out.stdout.decode() + out.stderr.decode()
         keys = [line[len("  key: "):] for line in report.splitlines() if line.startswith("  key: ")]
         return Tried(ok=out.returncode == 0, report=report, keys=keys)
@@ -88,6 +107,12 @@ class Almanac:
 
     def _env(self):
         return {**os.environ, "DATABASE_URL": self.url}
+
+
+def _toml(text) -> str:
+    """A TOML basic string: JSON's escapes are TOML's (non-ASCII kept as is, so no
+    surrogate escapes), and DEL, which JSON leaves alone, escaped too."""
+    return json.dumps(str(text), ensure_ascii=False).replace("\x7f", "\\u007F")
 
 
 def _almanac_bin() -> str:

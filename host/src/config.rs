@@ -244,6 +244,31 @@ impl Config {
                 return self.invalid(name.span(), format!("unknown task {task:?} (loaded: {}; no host has registered it)", loaded.join(", ")));
             }
         }
+        // A topic's reply task or publisher misnamed would fail every reply (or refuse
+        // every publish) only when the first message comes: said at start instead.
+        for (topic, field, name) in self.parsed.outbox.named_tasks() {
+            let task = name.get_ref();
+            if loaded.contains(task) || registered.contains(task) {
+                continue;
+            } else if field == "publishers" {
+                // Another host may serve it, not started yet: its publishes are refused
+                // with a clear error until then, nothing is lost.
+                warnings.push(format!("outbox topic {topic:?}: publishers names task {task:?}, which no host has registered yet"));
+            } else if !failed.is_empty() {
+                warnings.push(format!(
+                    "outbox topic {topic:?}: {field} names task {task:?}, which is not loaded here; plugin files that failed to load: {}",
+                    failed.join("; ")
+                ));
+            } else {
+                return self.invalid(
+                    name.span(),
+                    format!(
+                        "outbox topic {topic:?}: {field} names unknown task {task:?} (loaded: {}; no host has registered it; start a host that serves it first, or correct the name)",
+                        loaded.join(", ")
+                    ),
+                );
+            }
+        }
         Ok(warnings)
     }
 
@@ -323,6 +348,21 @@ mod tests {
         let mut applied = spec.clone();
         config.apply_to(&mut applied).unwrap();
         assert_eq!(applied.max_attempts, 7);
+    }
+
+    #[test]
+    fn a_topic_names_tasks_that_exist() {
+        let text = "[outbox.topics.invoices]\nsink = \"log\"\nreply_task = \"record-invoce\"\npublishers = [\"billing\", \"other\"]\n";
+        let config = Config::parse("almanac.toml", text.into()).unwrap();
+        let loaded = ["billing".to_owned(), "record-invoice".to_owned()];
+        let message = config.check_tasks(&loaded, &[], &[]).unwrap_err().to_string();
+        assert!(message.starts_with("almanac.toml:3: outbox topic \"invoices\": reply_task names unknown task \"record-invoce\""), "{message}");
+        // Registered by another host: fine. A publisher nobody registered yet: a warning.
+        let warnings = config.check_tasks(&loaded, &["record-invoce".to_owned()], &[]).unwrap();
+        assert_eq!(warnings, ["outbox topic \"invoices\": publishers names task \"other\", which no host has registered yet"]);
+        // A plugin file that failed to load may be the reply task's: a warning.
+        let warnings = config.check_tasks(&loaded, &["other".to_owned()], &["x.wasm: broken".to_owned()]).unwrap();
+        assert!(warnings[0].contains("reply_task names task \"record-invoce\", which is not loaded here"), "{warnings:?}");
     }
 
     #[test]

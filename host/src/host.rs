@@ -228,9 +228,10 @@ impl Host {
             wake_rx,
             shutdown.clone(),
         ));
-        if self.options.watch {
-            tasks.spawn(self.folder.watch(self.pool.clone(), shutdown.clone()));
-        }
+        match self.options.watch {
+            true => tasks.spawn(self.folder.watch(self.pool.clone(), shutdown.clone())),
+            false => tasks.spawn(self.folder.keep(self.pool.clone(), shutdown.clone())),
+        };
         tasks.spawn(self.dispatcher.run(self.target.clone(), self.listen.clone(), shutdown.clone()));
         shutdown.cancelled().await;
         tracing::info!(grace = ?self.options.shutdown_grace, "shutting down: finishing in-flight work");

@@ -206,6 +206,8 @@ async fn the_dashboard_shows_schedules_counts_failures_and_plugins_in_a_browser(
     let db = TestDb::new().await;
     db.accounts(3).await;
     let plugins = plugin_dir(&["daily_points", "fixture_permanent", "fixture_flaky"]);
+    // A deploy that did not take, shown beside what serves.
+    std::fs::write(plugins.path().join("broken.wasm"), b"half a file").unwrap();
     let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0", "--retry-base", "10ms"]);
     let url = format!("http://{}/", host.listen_addr().await);
     db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
@@ -236,6 +238,8 @@ async fn the_dashboard_shows_schedules_counts_failures_and_plugins_in_a_browser(
     assert!(text_of(failures).contains("f12done since"), "the flaky job's two failures in one row: {}", text_of(failures));
     let plugin = row(&dom, "plugins", "daily-points");
     assert_eq!(plugin[..3], ["daily-points", "0.1.0", &file_digest("daily_points")], "{plugin:?}");
+    let refused = row(&dom, "refused", "");
+    assert!(refused[3].contains("broken.wasm") && refused[4] == "nothing" && !refused[5].is_empty(), "{refused:?}");
 
     // Kept for people: target/test-artifacts/dashboard.png.
     let artifacts: PathBuf = workspace().join("target/test-artifacts");

@@ -14,8 +14,12 @@ async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
     let config = files.path().join("almanac.toml");
     std::fs::write(&config, "[tasks.fixture-settings.settings]\napi-key = \"k1\"\n").unwrap();
     let config = config.display().to_string();
-    let mut host = HostProc::spawn(&db, plugins.path(), &["--config", &config]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--config", &config, "--listen", "127.0.0.1:0"]);
+    let base = format!("http://{}", host.listen_addr().await);
     db.wait_count("SELECT count(*) FROM almanac.schedules WHERE task = 'fixture-settings'", 1, Duration::from_secs(30)).await;
+    let (code, out, err) = almanac(&db.url, &["status"]);
+    assert_eq!(code, 0, "nothing refused yet:\n{out}{err}");
+    assert!(!out.contains("refused deploy"), "{out}");
 
     // The new version replaces the file (renamed into place, as a deploy does).
     let next = plugins.path().join("next.tmp");
@@ -28,6 +32,24 @@ async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
     assert!(line.contains(difference), "the difference comes first:\n{line}");
     assert!(line.contains("version 0.0.0"), "and which version keeps serving:\n{line}");
 
+    // The refused deploy is where operators look: status (failing), the dashboard, a metric.
+    db.wait_count("SELECT count(*) FROM almanac.refused_deploys WHERE task = 'fixture-settings'", 1, Duration::from_secs(30)).await;
+    let (code, out, err) = almanac(&db.url, &["status"]);
+    assert_eq!(code, 1, "a deploy that did not take fails status:\n{out}{err}");
+    let refused = out.lines().find(|l| l.starts_with("refused deploy: ")).unwrap_or_else(|| panic!("{out}"));
+    assert!(refused.contains("fixture_settings.wasm") && refused.contains("task fixture-settings"), "{refused}");
+    assert!(refused.contains("version 0.0.0") && refused.contains("keeps serving"), "{refused}");
+    assert!(refused.contains(difference), "{refused}");
+    let overview: serde_json::Value = serde_json::from_str(&reqwest::get(format!("{base}/api/overview")).await.unwrap().text().await.unwrap()).unwrap();
+    let shown = &overview["refused_deploys"][0];
+    assert_eq!(shown["task"], "fixture-settings", "{overview}");
+    assert_eq!(shown["stale"], false, "{overview}");
+    assert!(shown["reason"].as_str().unwrap().contains(difference), "{overview}");
+    assert!(shown["serving"].as_str().unwrap().starts_with("0.0.0 ("), "{overview}");
+    let metrics = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.lines().any(|l| l == "almanac_plugins_refused 1"), "{metrics}");
+    assert!(metrics.lines().any(|l| l == "almanac_plugin_load_failures_total 1"), "{metrics}");
+
     // The deploy's second step: apply the folder as it is now. The running host follows.
     let (code, out, err) = almanac(&db.url, &["apply", "--plugins", &plugins.path().display().to_string(), "--config", &config]);
     assert_eq!(code, 0, "{out}{err}");
@@ -38,6 +60,12 @@ async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
     let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(std::fs::read(built_plugins().join("fixture_settings_v2.wasm")).unwrap()));
     assert_eq!(db.count(&format!("SELECT count(*) FROM almanac.jobs WHERE key = 'after-upgrade' AND plugin_digest = '{digest}'")).await, 1, "run by 0.2.0");
     assert!(host.is_running(), "no restart");
+    // Loaded: the refusal is gone everywhere.
+    db.wait_count("SELECT count(*) FROM almanac.refused_deploys", 0, Duration::from_secs(30)).await;
+    let (code, out, err) = almanac(&db.url, &["status"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let metrics = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.lines().any(|l| l == "almanac_plugins_refused 0"), "{metrics}");
 
     // The configuration file on disk, not the one read at start: a changed greeting that
     // disagrees with the stored settings is refused naming that difference, then applied.
@@ -45,5 +73,34 @@ async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
     std::fs::copy(built_plugins().join("fixture_settings.wasm"), plugins.path().join("fixture_settings.wasm.tmp")).unwrap();
     std::fs::rename(plugins.path().join("fixture_settings.wasm.tmp"), plugins.path().join("fixture_settings.wasm")).unwrap();
     host.wait_log("setting greeting \"hello\" -> \"hi\"", Duration::from_secs(30)).await;
+    db.wait_count("SELECT count(*) FROM almanac.refused_deploys", 1, Duration::from_secs(30)).await;
+    // A host that stops takes its refusals with it: nobody would retry them.
     host.stop().await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.refused_deploys").await, 0);
+}
+
+/// A refusal recorded by a host that was killed goes stale instead of failing `status`
+/// for good; the host's next start replaces it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_hosts_refusal_goes_stale_and_its_restart_replaces_it() {
+    let db = TestDb::new().await;
+    let plugins = plugin_dir(&["daily_points"]);
+    std::fs::write(plugins.path().join("broken.wasm"), b"not a component").unwrap();
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    db.wait_count("SELECT count(*) FROM almanac.refused_deploys WHERE file LIKE '%broken.wasm' AND task IS NULL", 1, Duration::from_secs(30)).await;
+    let (code, out, _) = almanac(&db.url, &["status"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("broken.wasm on ") && out.contains("nothing of it serves"), "{out}");
+    host.signal(libc::SIGKILL);
+    host.wait(Duration::from_secs(10)).await;
+    // Its last word was three heartbeats ago.
+    let aged = db.count("WITH aged AS (UPDATE almanac.refused_deploys SET seen_at = now() - interval '4 minutes' RETURNING 1) SELECT count(*) FROM aged").await;
+    assert_eq!(aged, 1);
+    let (code, out, _) = almanac(&db.url, &["status"]);
+    assert_eq!(code, 0, "a stale refusal does not fail status:\n{out}");
+    assert!(out.contains("STALE: its host has not reported since"), "{out}");
+    // The restarted host records the file afresh.
+    let _host = HostProc::spawn(&db, plugins.path(), &[]);
+    db.wait_count("SELECT count(*) FROM almanac.refused_deploys WHERE seen_at > now() - interval '1 minute'", 1, Duration::from_secs(30)).await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.refused_deploys").await, 1);
 }

@@ -31,6 +31,12 @@ pub struct Almanac {
     project: PathBuf,
     plugins: PathBuf,
     url: String,
+    /// The test's database, which names its configuration file too.
+    name: String,
+    /// This test's configuration file, once [`Almanac::settings`] wrote one.
+    config: Option<PathBuf>,
+    /// The settings given so far, per task, in the order given.
+    settings: Vec<(String, Vec<(String, String)>)>,
 }
 
 /// What a `run` or `plan` did: `ok` and the dry run's report (every statement the
@@ -83,7 +89,47 @@ impl Almanac {
         let mut scratch = Command::new(&bin);
         scratch.env_remove("DATABASE_URL").args(["scratch", &name]).current_dir(project);
         let url = String::from_utf8(checked(&mut scratch).stdout).expect("utf-8").trim().to_owned();
-        Almanac { bin, project: project.to_owned(), plugins: plugins.canonicalize().expect("the plugins folder"), url }
+        Almanac {
+            bin,
+            project: project.to_owned(),
+            plugins: plugins.canonicalize().expect("the plugins folder"),
+            url,
+            name,
+            config: None,
+            settings: Vec::new(),
+        }
+    }
+
+    /// Give `task` these settings (as `[tasks.<task>.settings]` of `almanac.toml` would)
+    /// for this test's `run`s and `plan`s from now on; later calls add to them. This
+    /// test then runs by a configuration file of its own instead of the project's
+    /// `almanac.toml`, so tests with different settings run side by side.
+    pub fn settings(&mut self, task: &str, values: &[(&str, &str)]) -> &mut Almanac {
+        let index = match self.settings.iter().position(|(t, _)| t == task) {
+            Some(i) => i,
+            None => {
+                self.settings.push((task.to_owned(), Vec::new()));
+                self.settings.len() - 1
+            }
+        };
+        let given = &mut self.settings[index].1;
+        for (name, value) in values {
+            given.retain(|(n, _)| n != name);
+            given.push(((*name).to_owned(), (*value).to_owned()));
+        }
+        let mut text = String::new();
+        for (task, values) in &self.settings {
+            text.push_str(&format!("[tasks.{}.settings]\n", toml_string(task)));
+            for (name, value) in values {
+                text.push_str(&format!("{} = {}\n", toml_string(name), toml_string(value)));
+            }
+        }
+        let dir = self.project.join(".almanac").join("settings");
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot make {}: {e}", dir.display()));
+        let file = dir.join(format!("{}.toml", self.name));
+        std::fs::write(&file, text).unwrap_or_else(|e| panic!("cannot write {}: {e}", file.display()));
+        self.config = Some(file);
+        self
     }
 
     /// `run` of job `(task, slot, key)` in a transaction that is committed if it succeeds.
@@ -121,6 +167,9 @@ impl Almanac {
         let plugins = self.plugins.display().to_string();
         let mut command = self.command();
         command.args(args).args(["--plugins", &plugins, "--commit"]);
+        if let Some(config) = &self.config {
+            command.arg("--config").arg(config);
+        }
         let out = command.output().expect("run almanac");
         let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         let keys = report.lines().filter_map(|l| l.strip_prefix("  key: ")).map(str::to_owned).collect();
@@ -159,6 +208,21 @@ fn almanac_bin() -> PathBuf {
         return checkout;
     }
     "almanac".into()
+}
+
+/// A TOML basic string: quotes, backslashes and control characters escaped.
+fn toml_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", u32::from(c))),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn checked(command: &mut Command) -> Output {

@@ -72,9 +72,10 @@ enum Command {
     },
     /// Load the plugins in a folder and run their schedules and jobs until SIGTERM.
     Run(run::RunArgs),
-    /// Per task: cursor, next slot, job and outbox counts, last error; and each outbox
-    /// topic in trouble. Exits 1 if any job failed, any outbox message is dead, a topic's
-    /// circuit is open, or a message has waited longer than --outbox-max-age.
+    /// Per task: cursor, next slot, job and outbox counts, last error; each outbox topic
+    /// in trouble and each refused deploy. Exits 1 if any job failed, any outbox message is
+    /// dead, a topic's circuit is open, a message has waited longer than --outbox-max-age,
+    /// or a running host refuses a plugin file.
     Status(status::StatusArgs),
     /// List jobs, newest first, with attempts and last error.
     Jobs(jobs::JobsArgs),

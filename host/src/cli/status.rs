@@ -1,6 +1,6 @@
-//! `almanac status`: per task, where it stands, and each outbox topic in trouble; exit 1
-//! when a job failed, a message died, a topic's circuit is open or a message has waited
-//! too long.
+//! `almanac status`: per task, where it stands, each outbox topic in trouble and each
+//! refused deploy; exit 1 when a job failed, a message died, a topic's circuit is open, a
+//! message has waited too long or a host refuses a plugin file now.
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -50,6 +50,7 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
     let (client, _conn) = database.connect().await?;
     let statuses = status::report(&client).await?;
     let topics = operate::topics(&client).await?;
+    let refused = almanac::catalog::refused::list(&client).await?;
     let troubled: Vec<(&TopicHealth, String)> = topics.iter().filter_map(|t| trouble(t, args.outbox_max_age).map(|why| (t, why))).collect();
     if args.json {
         for s in &statuses {
@@ -66,8 +67,12 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
         for (topic, why) in &troubled {
             println!("outbox topic {}: {why}", topic.topic);
         }
+        for deploy in &refused {
+            println!("refused deploy: {}", almanac::catalog::refused::describe(deploy));
+        }
     }
-    if topics.iter().any(|t| failing(t, args.outbox_max_age)) || statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0) {
+    let refusing = refused.iter().any(|d| !d.stale);
+    if refusing || topics.iter().any(|t| failing(t, args.outbox_max_age)) || statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0) {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

@@ -33,6 +33,8 @@ pub struct Overview {
     pub topics: Vec<Topic>,
     pub dead_messages: Vec<crate::outbox::operate::MessageRow>,
     pub plugins: Vec<LoadedPlugin>,
+    /// Plugin files a host refused (on any host), with why and what serves instead.
+    pub refused_deploys: Vec<crate::catalog::refused::RefusedDeploy>,
     /// Jobs whose slots lie outside the history's month partitions (the default partition).
     pub outside_partitions: i64,
 }
@@ -84,12 +86,15 @@ pub struct LoadedPlugin {
 }
 
 pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, tokio_postgres::Error> {
-    let (statuses, failures, topics, dead_messages, outside_partitions) = futures_util::future::try_join5(
-        crate::status::report(client),
-        client.rows(FAILURES, &[&FAILURES_SHOWN]),
-        client.rows(TOPICS, &[]),
-        crate::outbox::operate::list(client, Some("dead"), None, DEAD_SHOWN),
-        crate::history::outside(client),
+    let ((statuses, failures, topics, dead_messages, outside_partitions), refused_deploys) = futures_util::future::try_join(
+        futures_util::future::try_join5(
+            crate::status::report(client),
+            client.rows(FAILURES, &[&FAILURES_SHOWN]),
+            client.rows(TOPICS, &[]),
+            crate::outbox::operate::list(client, Some("dead"), None, DEAD_SHOWN),
+            crate::history::outside(client),
+        ),
+        crate::catalog::refused::list(client),
     )
     .await?;
     Ok(Overview {
@@ -125,6 +130,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
             .iter()
             .map(|p| LoadedPlugin { task: p.name().to_owned(), version: p.spec.version.clone(), digest: p.digest.clone(), file: p.path.display().to_string() })
             .collect(),
+        refused_deploys,
         outside_partitions,
     })
 }

@@ -79,6 +79,7 @@ pub struct Metrics {
     failed: Family<TaskLabel, Counter>,
     duration: Family<TaskLabel, Histogram, fn() -> Histogram>,
     load_failures: Counter,
+    refused: Gauge,
     pending: Family<TaskLabel, Gauge>,
     oldest_pending: Family<TaskLabel, FloatGauge>,
     lag: Family<TaskLabel, FloatGauge>,
@@ -113,6 +114,7 @@ impl Default for Metrics {
             failed: Family::default(),
             duration: Family::new_with_constructor(duration_histogram),
             load_failures: Counter::default(),
+            refused: Gauge::default(),
             pending: Family::default(),
             oldest_pending: Family::default(),
             lag: Family::default(),
@@ -131,6 +133,11 @@ impl Default for Metrics {
         r.register("jobs_failed", "Jobs this host saw fail for good", m.failed.clone());
         r.register("job_duration_seconds", "Time in the plugin's run, per job attempt on this host", m.duration.clone());
         r.register("plugin_load_failures", "Plugin files this host refused to load (at start or on reload)", m.load_failures.clone());
+        r.register(
+            "plugins_refused",
+            "Plugin files in this host's folder it refuses now (a deploy that did not take; almanac status says why)",
+            m.refused.clone(),
+        );
         r.register("jobs_pending", "Pending jobs (all hosts)", m.pending.clone());
         r.register("jobs_oldest_pending_age_seconds", "Age of the oldest pending job (all hosts)", m.oldest_pending.clone());
         r.register("scheduler_lag_seconds", "Now minus the start of the newest generated slot", m.lag.clone());
@@ -160,6 +167,11 @@ impl Metrics {
 
     pub fn record_load_failure(&self) {
         self.load_failures.inc();
+    }
+
+    /// How many of its folder's files this host refuses now.
+    pub fn set_plugins_refused(&self, files: usize) {
+        self.refused.set(i64::try_from(files).unwrap_or(i64::MAX));
     }
 
     /// The exposition: gauges read from the database now (none, and `database_up 0`, when

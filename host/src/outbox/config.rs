@@ -50,6 +50,18 @@ pub struct Section {
     topics: BTreeMap<Spanned<String>, TopicFile>,
 }
 
+impl Section {
+    /// Every task a topic names (its reply task and its publishers), with the topic and
+    /// the field that names it, for the check that each is a task.
+    pub fn named_tasks(&self) -> impl Iterator<Item = (&str, &'static str, &Spanned<String>)> {
+        self.topics.iter().flat_map(|(topic, t)| {
+            let reply = t.reply_task.iter().map(|task| (topic.get_ref().as_str(), "reply_task", task));
+            let publishers = t.publishers.iter().flatten().map(|task| (topic.get_ref().as_str(), "publishers", task));
+            reply.chain(publishers)
+        })
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TopicFile {

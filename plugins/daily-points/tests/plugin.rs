@@ -19,3 +19,22 @@ fn every_account_gets_its_points_once_per_day() {
     let tried = almanac.run("daily-points", "2026-01-01", "not-a-number");
     assert!(!tried.ok && tried.report.contains("invalid digit"), "{tried}");
 }
+
+/// A test's own settings, as `[tasks.daily-points.settings]` would give them; the test
+/// above, without any, runs beside it on the plugin's default.
+#[test]
+fn the_points_come_from_the_tests_settings() {
+    let mut almanac = Almanac::new();
+    almanac.sql("CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL); INSERT INTO accounts VALUES (1, 0)");
+    almanac.settings("daily-points", &[("points", "25")]);
+    let tried = almanac.run("daily-points", "2026-01-01", "1");
+    assert!(tried.ok, "{tried}");
+    almanac.settings("daily-points", &[("points", "7")]);
+    let tried = almanac.run("daily-points", "2026-01-02", "1");
+    assert!(tried.ok, "{tried}");
+    assert_eq!(almanac.query("SELECT points FROM accounts"), [["32"]]);
+    // A setting the plugin does not take is the configuration's error, as in a host.
+    almanac.settings("daily-points", &[("pionts", "1")]);
+    let tried = almanac.run("daily-points", "2026-01-03", "1");
+    assert!(!tried.ok && tried.report.contains("pionts"), "{tried}");
+}

@@ -3,10 +3,10 @@
 //! for new claims; jobs already claimed finish on the version they started with; a
 //! refused file leaves the version before it serving;
 //! a removed plugin's jobs stay pending for a host that has it.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::db::{Conn, Pool};
 use anyhow::Context;
@@ -19,6 +19,9 @@ use crate::db::Sql;
 use crate::metrics::Metrics;
 use crate::plugin::{LoadError, Loaded, Plugin, PluginFile, Registry, Runtime};
 use crate::{access, scheduler};
+
+pub mod refused;
+use refused::Refused;
 
 /// How long the folder must be quiet before it is read: a file being copied in sends
 /// several events, and reading it half written would refuse it for nothing.
@@ -69,8 +72,14 @@ pub struct Folder {
     disagreeing: HashMap<PathBuf, (String, i64)>,
     /// A text of the configuration file that did not parse: reported once, not again.
     config_refused: Option<String>,
-    /// Register each task's schedule (a serving host does; `backfill` does not, so that
-    /// a backfill, failed or not, leaves no schedule behind that no host runs).
+    /// Every file refused now (for good or until a retry succeeds), for operators.
+    refusals: BTreeMap<PathBuf, Refused>,
+    /// `refusals` as last written to `almanac.refused_deploys`, and when; `None` until
+    /// written (or after a write failed).
+    recorded: Option<(BTreeMap<PathBuf, Refused>, Instant)>,
+    /// Register each task's schedule and record refused deploys (a serving host does;
+    /// `backfill` does not, so that a backfill, failed or not, leaves no schedule behind
+    /// that no host runs, and no refusal no host has).
     pub register_schedules: bool,
 }
 
@@ -86,6 +95,8 @@ impl Folder {
             refused: HashMap::new(),
             disagreeing: HashMap::new(),
             config_refused: None,
+            refusals: BTreeMap::new(),
+            recorded: None,
             register_schedules: true,
         }
     }
@@ -98,7 +109,8 @@ impl Folder {
     /// Read the configuration file again if it changed on disk, so a reload runs by the
     /// file as it is now, not as it was at start; files refused before are tried again
     /// with it. A text that does not parse is reported once and the one before stays in
-    /// force. (Outbox topics are read at start only.) Returns whether it changed.
+    /// force. (Outbox topics are read at start only: a change is warned of.) Returns
+    /// whether it changed.
     fn reread_config(&mut self) -> bool {
         let Some(path) = self.config.as_ref().map(|c| c.file().to_owned()) else { return false };
         let Ok(text) = std::fs::read_to_string(&path) else { return false };
@@ -108,6 +120,11 @@ impl Folder {
         match Config::parse(&path, text.clone()) {
             Ok(config) => {
                 tracing::info!(file = %path, "configuration file changed: plugin files loaded from now on (new, changed or refused before, tried again now) follow it; a serving plugin's settings change with `almanac apply`");
+                // The dispatcher's sinks are built at start (their TLS, their clients).
+                let topics = |c: Option<&Config>| c.map(|c| c.outbox().ok());
+                if topics(self.config.as_ref()) != topics(Some(&config)) {
+                    tracing::warn!(file = %path, "the [outbox] section changed: outbox topics are read at start, so restart this host to deliver by it");
+                }
                 self.config = Some(config);
                 self.config_refused = None;
                 self.refused.clear();
@@ -145,6 +162,7 @@ impl Folder {
                         Ok(plugin) => {
                             changed = true;
                             self.refused.remove(path);
+                            self.refusals.remove(path);
                             let plugin = Arc::new(plugin);
                             admitted.push((plugin.clone(), old.cloned()));
                             Some(plugin)
@@ -154,12 +172,12 @@ impl Folder {
                             // setup that failed (a table not created yet, the database
                             // away) is tried again on the next scan.
                             if !matches!(refusal, Refusal::Setup { .. }) {
-                                self.refused.insert(path.clone(), digest);
+                                self.refused.insert(path.clone(), digest.clone());
                             }
                             if let Refusal::Disagrees { source, .. } = &refusal {
                                 self.disagreeing.insert(path.clone(), (source.task.clone(), source.revision));
                             }
-                            self.report_refused(&refusal, old);
+                            self.report_refused(path, &digest, &refusal, old);
                             refusals.push(refusal);
                             old.cloned()
                         }
@@ -172,9 +190,9 @@ impl Folder {
                 }
             };
             // An unchanged file whose task a new file took earlier in this scan.
-            if let Some(Err(e)) = serving.map(|plugin| next.insert(plugin)) {
+            if let Some((plugin, Err(e))) = serving.map(|plugin| (plugin.clone(), next.insert(plugin))) {
                 let refusal = Refusal::Load(e);
-                self.report_refused(&refusal, None);
+                self.report_refused(&plugin.path, &plugin.digest, &refusal, None);
                 refusals.push(refusal);
             }
         }
@@ -187,6 +205,8 @@ impl Folder {
         self.refused.retain(|path, _| files.contains(path));
         let refused = &self.refused;
         self.disagreeing.retain(|path, _| refused.contains_key(path));
+        // A file refused for taking another's task may serve again once that one is gone.
+        self.refusals.retain(|path, r| files.contains(path) && next.by_path(path).is_none_or(|p| p.digest != r.digest));
         if changed {
             self.loaded.store(Arc::new(next));
         }
@@ -194,7 +214,51 @@ impl Folder {
         for (plugin, old) in &admitted {
             report_loaded(plugin, old.as_ref());
         }
+        self.metrics.set_plugins_refused(self.refusals.len());
+        self.record_refusals(conn).await;
         Ok(refusals)
+    }
+
+    /// Whether `almanac.refused_deploys` is behind this host's refusals, or due to hear
+    /// that they still stand.
+    fn refusals_due(&self) -> bool {
+        self.register_schedules
+            && match &self.recorded {
+                None => true,
+                Some((recorded, at)) => *recorded != self.refusals || (!recorded.is_empty() && at.elapsed() >= refused::HEARTBEAT),
+            }
+    }
+
+    /// Bring `almanac.refused_deploys` in line with this host's refusals (and say they
+    /// still stand). A failure is tried again on the next wake.
+    async fn record_refusals(&mut self, conn: &Conn) {
+        if !self.refusals_due() {
+            return;
+        }
+        // Written whole every time: another host on this machine serving the same folder
+        // shares the rows, and may have cleared them when it stopped.
+        let result = refused::record(&***conn, &crate::db::hostname(), &self.dir.display().to_string(), &self.refusals).await;
+        self.recorded = match result {
+            Ok(()) => Some((self.refusals.clone(), Instant::now())),
+            Err(e) => {
+                tracing::warn!("refused deploys not recorded: {}", crate::db::error_chain(&e));
+                None
+            }
+        };
+    }
+
+    /// A stopping host takes its refusals back: nobody will retry them.
+    async fn clear_refusals(&self, pool: &Pool) {
+        if !self.register_schedules || self.recorded.as_ref().is_some_and(|(r, _)| r.is_empty()) {
+            return;
+        }
+        let clear = async {
+            let conn = pool.get().await.ok()?;
+            refused::record(&**conn, &crate::db::hostname(), &self.dir.display().to_string(), &BTreeMap::new()).await.ok()
+        };
+        if tokio::time::timeout(Duration::from_secs(2), clear).await.ok().flatten().is_none() {
+            tracing::warn!("refused deploys of this host not cleared; they show as stale in a few minutes");
+        }
     }
 
     /// Load one file and, if no other file provides its task, give it its tables and role,
@@ -237,8 +301,15 @@ impl Folder {
         !changed.is_empty()
     }
 
-    fn report_refused(&self, refusal: &Refusal, old: Option<&Arc<Plugin>>) {
+    fn report_refused(&mut self, path: &Path, digest: &str, refusal: &Refusal, old: Option<&Arc<Plugin>>) {
         self.metrics.record_load_failure();
+        let task = match refusal {
+            Refusal::Setup { task, .. } => Some(task.clone()),
+            Refusal::Disagrees { source, .. } => Some(source.task.clone()),
+            _ => old.map(|p| p.name().to_owned()),
+        };
+        let serving = old.map(|p| format!("{} ({})", p.spec.version, &p.digest[..12]));
+        self.refusals.insert(path.to_owned(), Refused { digest: digest.to_owned(), task, serving, reason: refusal.to_string() });
         match old {
             Some(old) => tracing::error!(
                 task = %old.name(),
@@ -247,6 +318,22 @@ impl Folder {
                 &old.digest[..12]
             ),
             None => tracing::error!("plugin not loaded: {refusal}"),
+        }
+    }
+
+    /// Without a watch (`run --no-watch`): the refusals of the start stand until
+    /// `shutdown`; say so every heartbeat, and take them back at the end.
+    pub async fn keep(mut self, pool: Pool, shutdown: CancellationToken) {
+        loop {
+            let wait = if self.recorded.is_none() { RETRY } else { refused::HEARTBEAT };
+            tokio::select! {
+                _ = shutdown.cancelled() => return self.clear_refusals(&pool).await,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            if self.refusals_due() {
+                let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
+                self.record_refusals(&conn).await;
+            }
         }
     }
 
@@ -282,7 +369,7 @@ impl Folder {
                 }
             };
             tokio::select! {
-                _ = shutdown.cancelled() => return,
+                _ = shutdown.cancelled() => return self.clear_refusals(&pool).await,
                 _ = wait => {}
                 event = changes.recv() => {
                     if event.is_none() {
@@ -293,10 +380,12 @@ impl Folder {
                 }
             }
             let config_changed = self.reread_config();
-            if !(due || config_changed || !self.disagreeing.is_empty()) {
+            let record = self.refusals_due();
+            if !(due || config_changed || record || !self.disagreeing.is_empty()) {
                 continue;
             }
             let Ok(mut conn) = crate::db::connect(&pool, &shutdown).await else { return };
+            self.record_refusals(&conn).await;
             // Woken only to look at the configuration file and the schedules some files
             // disagreed with: scan only if one changed.
             let changed = config_changed || (!self.disagreeing.is_empty() && self.forget_changed_schedules(&conn).await);
@@ -316,6 +405,10 @@ impl Folder {
                 (false, None, false) => (Some(FOLLOW_APPLY), false),
                 // A configuration file is looked at as often, for a change.
                 (false, None, true) if self.config.is_some() => (Some(FOLLOW_APPLY), false),
+                // Refusals not recorded (the write failed) are tried again soon; recorded
+                // ones are said to stand every heartbeat.
+                (false, None, true) if self.register_schedules && self.recorded.is_none() => (Some(RETRY), false),
+                (false, None, true) if self.register_schedules && !self.refusals.is_empty() => (Some(refused::HEARTBEAT), false),
                 (false, None, true) => (None, false),
             };
         }
