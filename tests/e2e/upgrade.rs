@@ -84,6 +84,7 @@ async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_killed_hosts_refusal_goes_stale_and_its_restart_replaces_it() {
     let db = TestDb::new().await;
+    db.accounts(1).await;
     let plugins = plugin_dir(&["daily_points"]);
     std::fs::write(plugins.path().join("broken.wasm"), b"not a component").unwrap();
     let mut host = HostProc::spawn(&db, plugins.path(), &[]);

@@ -127,6 +127,11 @@ impl Cluster {
     /// Initialise (if needed) and start (if not running) the cluster in `data_dir`.
     pub fn ensure(data_dir: &Path, settings: &Settings) -> Result<Cluster, ClusterError> {
         let cluster = Cluster::new(data_dir)?;
+        // One process at a time: two tests of a plugin's project starting the stopped
+        // cluster at once had the second `pg_ctl start` fail on the first one's server.
+        // Held until this returns (the lock goes with the file).
+        let lock = std::fs::File::create(cluster.data_dir.with_extension("lock"))?;
+        lock.lock()?;
         cluster.init(settings)?;
         // pg_ctl would take the other server for this one (its PID is alive) and every
         // connection would then fail on a socket that does not exist.
