@@ -30,9 +30,32 @@ pub async fn run(client: &mut tokio_postgres::Client) -> Result<Vec<String>, Mig
 /// left it, to test an upgrade from.
 pub async fn run_to(client: &mut tokio_postgres::Client, last: Option<u32>) -> Result<Vec<String>, MigrateError> {
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
-    let result = apply(client, last).await;
+    let mut tries = 0;
+    let result = loop {
+        tries += 1;
+        match apply(client, last).await {
+            // The migrations run in one transaction, rolled back whole: run them again,
+            // and this time the role the other database's migration made is there.
+            Err(e) if tries < 3 && lost_role_race(&e) => tracing::info!("another database of this cluster was migrated at the same time; migrating again"),
+            result => break result,
+        }
+    };
     client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
     result
+}
+
+/// Roles are the cluster's, and the advisory lock is one database's: two databases of one
+/// cluster migrated at once both create the shared roles (`almanac_client`, ...), and
+/// the second fails on the first one's (two tests of a plugin project did this).
+fn lost_role_race(e: &MigrateError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(e) = source {
+        if let Some(code) = e.downcast_ref::<tokio_postgres::Error>().and_then(tokio_postgres::Error::code) {
+            return *code == tokio_postgres::error::SqlState::UNIQUE_VIOLATION || *code == tokio_postgres::error::SqlState::DUPLICATE_OBJECT;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// Through a pooler without a direct connection: refuse to run on a database whose

@@ -70,10 +70,24 @@ impl Cluster {
     /// A URL for database `dbname`, created (owned by [`PRIVATE_ROLE`]) if missing, as
     /// the role that owns it.
     pub async fn provision(&self, dbname: &str) -> Result<String, ClusterError> {
+        let admin = self.admin().await?;
+        self.provision_on(&admin, dbname).await
+    }
+
+    /// A superuser session on database `postgres`, holding the lock that makes one
+    /// process at a time provision: roles are the cluster's, and two made at once
+    /// (`almanac_host`) had the second fail on the first one's.
+    async fn admin(&self) -> Result<tokio_postgres::Client, ClusterError> {
         let (admin, connection) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await?;
         tokio::spawn(async move {
             let _ = connection.await;
         });
+        // Released when the session ends.
+        admin.batch_execute("SELECT pg_advisory_lock(hashtext('almanac private cluster provisioning'))").await?;
+        Ok(admin)
+    }
+
+    async fn provision_on(&self, admin: &tokio_postgres::Client, dbname: &str) -> Result<String, ClusterError> {
         admin.batch_execute(PRIVATE_ROLE_SQL).await?;
         let owner: Option<String> = admin.query_opt(DATABASE_OWNER, &[&dbname]).await?.map(|r| r.get(0));
         let user = match owner {
@@ -93,17 +107,14 @@ impl Cluster {
     /// a database this made before is dropped (it carries [`SCRATCH`] as its comment):
     /// `almanac scratch almanac` must not wipe the private cluster's own database.
     pub async fn provision_fresh(&self, dbname: &str) -> Result<String, ClusterError> {
-        let (admin, connection) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
+        let admin = self.admin().await?;
         let name = crate::db::quote_ident(dbname);
         match admin.query_opt(SCRATCH_MARK, &[&dbname]).await? {
             Some(row) if row.get::<_, Option<String>>(0).as_deref() != Some(SCRATCH) => return Err(ClusterError::NotScratch(dbname.to_owned())),
             Some(_) => admin.batch_execute(&format!("DROP DATABASE {name} WITH (FORCE)")).await?,
             None => {}
         }
-        let url = self.provision(dbname).await?;
+        let url = self.provision_on(&admin, dbname).await?;
         admin.batch_execute(&format!("COMMENT ON DATABASE {name} IS '{SCRATCH}'")).await?;
         Ok(url)
     }
