@@ -309,7 +309,7 @@ impl Folder {
             _ => old.map(|p| p.name().to_owned()),
         };
         let serving = old.map(|p| format!("{} ({})", p.spec.version, &p.digest[..12]));
-        self.refusals.insert(path.to_owned(), Refused { digest: digest.to_owned(), task, serving, reason: refusal.to_string() });
+        self.refusals.insert(path.to_owned(), Refused { digest: digest.to_owned(), task, serving, reason: bounded_reason(refusal) });
         match old {
             Some(old) => tracing::error!(
                 task = %old.name(),
@@ -428,6 +428,12 @@ pub async fn load_only(runtime: &Arc<Runtime>, dir: &Path) -> anyhow::Result<(Re
         }
     }
     Ok((registry, refused))
+}
+
+/// A refusal's text as it is recorded: bounded (it may quote a plugin's own strings) and
+/// without NUL, which PostgreSQL's text refuses (one would keep every row from being written).
+fn bounded_reason(refusal: &Refusal) -> String {
+    crate::text::clip(refusal.to_string().replace('\0', "\\0"), crate::text::MAX_ERROR)
 }
 
 /// The `*.wasm` files directly in `dir`, sorted (the first file to claim a task keeps it).

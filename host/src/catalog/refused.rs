@@ -105,5 +105,7 @@ pub fn describe(d: &RefusedDeploy) -> String {
         true => format!(" (STALE: its host has not reported since {} UTC; stopped or retired?)", d.seen_at.format("%Y-%m-%d %H:%M:%S")),
         false => String::new(),
     };
-    format!("{} on {} ({task}since {when} UTC; {serving}): {}{stale}", d.file, d.host, crate::text::printable(&d.reason))
+    // The file's name is whoever deployed it's, the reason may quote a plugin: as text.
+    let text = crate::text::printable;
+    format!("{} on {} ({task}since {when} UTC; {serving}): {}{stale}", text(&d.file), text(&d.host), text(&d.reason))
 }
