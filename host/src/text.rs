@@ -47,6 +47,12 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A path as [`printable`] text: file names are whoever made them's, and may hold a
+/// newline (a forged log line) or an escape sequence.
+pub fn printable_path(path: &std::path::Path) -> String {
+    printable(&path.display().to_string()).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

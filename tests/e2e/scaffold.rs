@@ -96,4 +96,18 @@ fn scratch_makes_a_database_anew_and_drops_only_its_own() {
         let out = almanac(&["scratch", "t1"]);
         assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("dbname=t1"), "{}", text(&out));
     }
+
+    // The test harnesses name theirs for their process: those of a process gone are
+    // dropped by the next scratch; those of a live one, and every other name, are not.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let (orphan, live) = (format!("almanac_test_0_{dead}"), format!("almanac_test_0_{}", std::process::id()));
+    for name in [&orphan, &live, "keep_2024"] {
+        assert!(almanac(&["scratch", name]).status.success());
+    }
+    assert!(almanac(&["scratch", "t2"]).status.success());
+    let out =
+        almanac(&["psql", "--", "-Atc", "SELECT string_agg(datname, ' ' ORDER BY datname) FROM pg_database WHERE datname ~ '^(almanac_test|keep|t[12])'"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), format!("{live} keep_2024 t1 t2"), "{}", text(&out));
 }

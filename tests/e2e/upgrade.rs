@@ -105,3 +105,71 @@ async fn a_killed_hosts_refusal_goes_stale_and_its_restart_replaces_it() {
     db.wait_count("SELECT count(*) FROM almanac.refused_deploys WHERE seen_at > now() - interval '1 minute'", 1, Duration::from_secs(30)).await;
     assert_eq!(db.count("SELECT count(*) FROM almanac.refused_deploys").await, 1);
 }
+
+/// File names are whoever deployed them's: names that are not UTF-8 (two that read the
+/// same as text), a name with an escape sequence and a newline. Each is recorded, printed
+/// as one line of text, and listed by `status --json`; a host pointed at its folder
+/// through a link replaces its own rows; a row nobody has seen for a day is forgotten.
+#[tokio::test(flavor = "multi_thread")]
+async fn hostile_file_names_are_recorded_one_row_each_and_printed_as_text() {
+    use std::os::unix::ffi::OsStrExt;
+    let db = TestDb::new().await;
+    db.accounts(1).await;
+    let plugins = plugin_dir(&["daily_points"]);
+    for name in [&b"odd\xff.wasm"[..], b"odd\xfe.wasm", b"evil\x1b[2J\nhost ok.wasm"] {
+        std::fs::write(plugins.path().join(std::ffi::OsStr::from_bytes(name)), b"not a component").unwrap();
+    }
+    // Another host's refusal, unseen for two days: retired long ago.
+    db.client
+        .batch_execute(
+            "INSERT INTO almanac.refused_deploys (host, dir, file, digest, reason, refused_at, seen_at)
+             VALUES ('retired', '/gone', '/gone/old.wasm', 'd', 'r', now() - interval '3 days', now() - interval '2 days')",
+        )
+        .await
+        .unwrap();
+    let link = tempfile::tempdir().unwrap();
+    let through = link.path().join("plugins");
+    std::os::unix::fs::symlink(plugins.path(), &through).unwrap();
+    let mut host = HostProc::spawn(&db, &through, &[]);
+    db.wait_count("SELECT count(*) FROM almanac.refused_deploys", 3, Duration::from_secs(30)).await;
+    let files = db.client.query("SELECT file FROM almanac.refused_deploys ORDER BY file", &[]).await.unwrap();
+    let files: Vec<String> = files.iter().map(|r| r.get(0)).collect();
+    let dir = plugins.path().canonicalize().unwrap().display().to_string();
+    assert_eq!(files, [format!("{dir}/evil\x1b[2J\nhost ok.wasm"), format!("{dir}/odd\u{fffd}.wasm"), format!("{dir}/odd\u{fffd}.wasm (2)")]);
+
+    assert!(!host.log().lines().any(|l| l.starts_with("host ok.wasm")), "a file name forged a log line:\n{}", host.log());
+    let (code, out, _) = almanac(&db.url, &["status"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(!out.contains('\x1b'), "an escape sequence reached the terminal:\n{out}");
+    let refused: Vec<&str> = out.lines().filter(|l| l.starts_with("refused deploy: ")).collect();
+    assert_eq!(refused.len(), 3, "one line each:\n{out}");
+    assert!(refused.iter().any(|l| l.contains("evil\\x1b[2J\\nhost ok.wasm")), "{out}");
+
+    let (code, out, _) = almanac(&db.url, &["status", "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let deploys: Vec<serde_json::Value> =
+        out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).filter(|v| v["refused_deploy"] == true).collect();
+    assert_eq!(deploys.len(), 3, "{out}");
+    assert!(deploys.iter().all(|d| d["stale"] == false && d["task"].is_null() && d["reason"].as_str().unwrap().contains("not a WebAssembly file")));
+
+    // Restarted on the folder's own path: the same rows, not a second set.
+    host.signal(libc::SIGKILL);
+    host.wait(Duration::from_secs(10)).await;
+    db.client.batch_execute("UPDATE almanac.refused_deploys SET seen_at = now() - interval '5 minutes'").await.unwrap();
+    let host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0"]);
+    db.wait_count("SELECT count(*) FROM almanac.refused_deploys WHERE seen_at > now() - interval '1 minute'", 3, Duration::from_secs(30)).await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.refused_deploys").await, 3);
+
+    // Many refusals on other hosts: the dashboard shows the first 50 and says how many.
+    db.client
+        .batch_execute(
+            "INSERT INTO almanac.refused_deploys (host, dir, file, digest, reason)
+             SELECT 'many', '/p', '/p/' || i || '.wasm', 'd', 'r' FROM generate_series(1, 60) i",
+        )
+        .await
+        .unwrap();
+    let base = format!("http://{}", host.listen_addr().await);
+    let overview: serde_json::Value = serde_json::from_str(&reqwest::get(format!("{base}/api/overview")).await.unwrap().text().await.unwrap()).unwrap();
+    assert_eq!(overview["refused_deploys"].as_array().unwrap().len(), 50);
+    assert_eq!(overview["refused_deploys_total"], 63);
+}

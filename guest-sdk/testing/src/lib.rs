@@ -84,7 +84,8 @@ impl Almanac {
     /// `.almanac/` holds the private cluster, its `almanac.toml`, if any, the settings).
     pub fn with_plugins(project: &Path, plugins: &Path) -> Almanac {
         static DATABASES: AtomicUsize = AtomicUsize::new(0);
-        let name = format!("almanac_test_{}", DATABASES.fetch_add(1, Ordering::SeqCst));
+        // One per test and process: test binaries run at once (nextest) share the cluster.
+        let name = format!("almanac_test_{}_{}", DATABASES.fetch_add(1, Ordering::SeqCst), std::process::id());
         let bin = almanac_bin();
         let mut scratch = Command::new(&bin);
         scratch.env_remove("DATABASE_URL").args(["scratch", &name]).current_dir(project);

@@ -77,6 +77,8 @@ pub struct Folder {
     /// `refusals` as last written to `almanac.refused_deploys`, and when; `None` until
     /// written (or after a write failed).
     recorded: Option<(BTreeMap<PathBuf, Refused>, Instant)>,
+    /// The last write of `refusals` failed (said once, not every retry).
+    record_failed: bool,
     /// Register each task's schedule and record refused deploys (a serving host does;
     /// `backfill` does not, so that a backfill, failed or not, leaves no schedule behind
     /// that no host runs, and no refusal no host has).
@@ -97,6 +99,7 @@ impl Folder {
             config_refused: None,
             refusals: BTreeMap::new(),
             recorded: None,
+            record_failed: false,
             register_schedules: true,
         }
     }
@@ -199,7 +202,7 @@ impl Folder {
         for gone in current.iter().filter(|p| next.get(p.name()).is_none_or(|now| now.path != p.path)) {
             changed = true;
             if !files.contains(&gone.path) {
-                tracing::warn!(task = %gone.name(), file = %gone.path.display(), "plugin removed: its pending jobs wait for a host that has it");
+                tracing::warn!(task = %gone.name(), file = %crate::text::printable_path(&gone.path), "plugin removed: its pending jobs wait for a host that has it");
             }
         }
         self.refused.retain(|path, _| files.contains(path));
@@ -217,48 +220,6 @@ impl Folder {
         self.metrics.set_plugins_refused(self.refusals.len());
         self.record_refusals(conn).await;
         Ok(refusals)
-    }
-
-    /// Whether `almanac.refused_deploys` is behind this host's refusals, or due to hear
-    /// that they still stand.
-    fn refusals_due(&self) -> bool {
-        self.register_schedules
-            && match &self.recorded {
-                None => true,
-                Some((recorded, at)) => *recorded != self.refusals || (!recorded.is_empty() && at.elapsed() >= refused::HEARTBEAT),
-            }
-    }
-
-    /// Bring `almanac.refused_deploys` in line with this host's refusals (and say they
-    /// still stand). A failure is tried again on the next wake.
-    async fn record_refusals(&mut self, conn: &Conn) {
-        if !self.refusals_due() {
-            return;
-        }
-        // Written whole every time: another host on this machine serving the same folder
-        // shares the rows, and may have cleared them when it stopped.
-        let result = refused::record(&***conn, &crate::db::hostname(), &self.dir.display().to_string(), &self.refusals).await;
-        self.recorded = match result {
-            Ok(()) => Some((self.refusals.clone(), Instant::now())),
-            Err(e) => {
-                tracing::warn!("refused deploys not recorded: {}", crate::db::error_chain(&e));
-                None
-            }
-        };
-    }
-
-    /// A stopping host takes its refusals back: nobody will retry them.
-    async fn clear_refusals(&self, pool: &Pool) {
-        if !self.register_schedules || self.recorded.as_ref().is_some_and(|(r, _)| r.is_empty()) {
-            return;
-        }
-        let clear = async {
-            let conn = pool.get().await.ok()?;
-            refused::record(&**conn, &crate::db::hostname(), &self.dir.display().to_string(), &BTreeMap::new()).await.ok()
-        };
-        if tokio::time::timeout(Duration::from_secs(2), clear).await.ok().flatten().is_none() {
-            tracing::warn!("refused deploys of this host not cleared; they show as stale in a few minutes");
-        }
     }
 
     /// Load one file and, if no other file provides its task, give it its tables and role,
@@ -294,47 +255,11 @@ impl Folder {
         let changed: Vec<PathBuf> =
             self.disagreeing.iter().filter(|(_, (task, revision))| now.get(task) != Some(revision)).map(|(path, _)| path.clone()).collect();
         for path in &changed {
-            tracing::info!(file = %path.display(), "the stored schedule this file disagreed with changed: trying it again");
+            tracing::info!(file = %crate::text::printable_path(path), "the stored schedule this file disagreed with changed: trying it again");
             self.refused.remove(path);
             self.disagreeing.remove(path);
         }
         !changed.is_empty()
-    }
-
-    fn report_refused(&mut self, path: &Path, digest: &str, refusal: &Refusal, old: Option<&Arc<Plugin>>) {
-        self.metrics.record_load_failure();
-        let task = match refusal {
-            Refusal::Setup { task, .. } => Some(task.clone()),
-            Refusal::Disagrees { source, .. } => Some(source.task.clone()),
-            _ => old.map(|p| p.name().to_owned()),
-        };
-        let serving = old.map(|p| format!("{} ({})", p.spec.version, &p.digest[..12]));
-        self.refusals.insert(path.to_owned(), Refused { digest: digest.to_owned(), task, serving, reason: bounded_reason(refusal) });
-        match old {
-            Some(old) => tracing::error!(
-                task = %old.name(),
-                "plugin not reloaded: {refusal}; version {} ({}) keeps serving",
-                old.spec.version,
-                &old.digest[..12]
-            ),
-            None => tracing::error!("plugin not loaded: {refusal}"),
-        }
-    }
-
-    /// Without a watch (`run --no-watch`): the refusals of the start stand until
-    /// `shutdown`; say so every heartbeat, and take them back at the end.
-    pub async fn keep(mut self, pool: Pool, shutdown: CancellationToken) {
-        loop {
-            let wait = if self.recorded.is_none() { RETRY } else { refused::HEARTBEAT };
-            tokio::select! {
-                _ = shutdown.cancelled() => return self.clear_refusals(&pool).await,
-                _ = tokio::time::sleep(wait) => {}
-            }
-            if self.refusals_due() {
-                let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
-                self.record_refusals(&conn).await;
-            }
-        }
     }
 
     /// Watch the folder until `shutdown`, scanning it whenever it changes.
@@ -390,6 +315,11 @@ impl Folder {
             // disagreed with: scan only if one changed.
             let changed = config_changed || (!self.disagreeing.is_empty() && self.forget_changed_schedules(&conn).await);
             if !(due || changed) {
+                // A retry scan still due keeps its timer; otherwise the write just made
+                // (or failed) sets the next wake.
+                if !scan_on_timer {
+                    poll = self.next_wake(fallback);
+                }
                 continue;
             }
             let retry = match self.scan(&mut conn).await {
@@ -399,18 +329,27 @@ impl Folder {
                     true
                 }
             };
-            (poll, scan_on_timer) = match (retry, fallback, self.disagreeing.is_empty()) {
-                (true, _, _) => (Some(RETRY), true),
-                (false, Some(every), _) => (Some(every), true),
-                (false, None, false) => (Some(FOLLOW_APPLY), false),
-                // A configuration file is looked at as often, for a change.
-                (false, None, true) if self.config.is_some() => (Some(FOLLOW_APPLY), false),
-                // Refusals not recorded (the write failed) are tried again soon; recorded
-                // ones are said to stand every heartbeat.
-                (false, None, true) if self.register_schedules && self.recorded.is_none() => (Some(RETRY), false),
-                (false, None, true) if self.register_schedules && !self.refusals.is_empty() => (Some(refused::HEARTBEAT), false),
-                (false, None, true) => (None, false),
+            (poll, scan_on_timer) = match (retry, fallback) {
+                (true, _) => (Some(RETRY), true),
+                (false, Some(every)) => (Some(every), true),
+                (false, None) => (self.next_wake(None), false),
             };
+        }
+    }
+
+    /// When a watching host with nothing to retry wakes next without a change in the
+    /// folder (`fallback`: it cannot be watched, and is read that often).
+    fn next_wake(&self, fallback: Option<Duration>) -> Option<Duration> {
+        match fallback {
+            Some(every) => Some(every),
+            // A schedule some files disagreed with, or a configuration file, is looked
+            // at this often for a change.
+            None if !self.disagreeing.is_empty() || self.config.is_some() => Some(FOLLOW_APPLY),
+            // Refusals not recorded (the write failed) are tried again soon; recorded
+            // ones are said to stand every heartbeat.
+            None if self.register_schedules && self.recorded.is_none() => Some(RETRY),
+            None if self.register_schedules && !self.refusals.is_empty() => Some(refused::HEARTBEAT),
+            None => None,
         }
     }
 }
@@ -428,12 +367,6 @@ pub async fn load_only(runtime: &Arc<Runtime>, dir: &Path) -> anyhow::Result<(Re
         }
     }
     Ok((registry, refused))
-}
-
-/// A refusal's text as it is recorded: bounded (it may quote a plugin's own strings) and
-/// without NUL, which PostgreSQL's text refuses (one would keep every row from being written).
-fn bounded_reason(refusal: &Refusal) -> String {
-    crate::text::clip(refusal.to_string().replace('\0', "\\0"), crate::text::MAX_ERROR)
 }
 
 /// The `*.wasm` files directly in `dir`, sorted (the first file to claim a task keeps it).
@@ -456,7 +389,7 @@ fn is_plugin_change(event: &notify::Event) -> bool {
 }
 
 fn report_loaded(plugin: &Plugin, old: Option<&Arc<Plugin>>) {
-    let (task, version, digest, file) = (plugin.name(), &plugin.spec.version, &plugin.digest[..12], plugin.path.display());
+    let (task, version, digest, file) = (plugin.name(), &plugin.spec.version, &plugin.digest[..12], crate::text::printable_path(&plugin.path));
     match old {
         Some(old) => tracing::info!(
             %task, %version, %digest, %file, previous = %&old.digest[..12],

@@ -3,13 +3,17 @@
 //! instead. Each host owns its rows (host name and plugins folder) and replaces them after
 //! every read of its folder; see `migrations/V17__refused_deploys.sql`.
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use tokio_util::sync::CancellationToken;
 
-use crate::db::Sql;
+use super::{Folder, Refusal, RETRY};
+use crate::db::{Conn, Pool, Sql};
+use crate::plugin::{LoadError, Plugin};
 
 /// How often a host with refusals says it still has them.
 pub const HEARTBEAT: Duration = Duration::from_secs(60);
@@ -40,10 +44,16 @@ pub struct RefusedDeploy {
     pub stale: bool,
 }
 
+/// How long a row nobody says still stands is kept (a retired host's, a folder renamed):
+/// long enough to be seen as stale for a day, short enough not to pile up.
+pub const FORGET_AFTER: Duration = Duration::from_secs(24 * 3600);
+
 /// Replace this host's rows for `dir` with `now`, all seen now (keeping when a file was
-/// first refused, if its content is the same).
-pub async fn record(client: &impl Sql, host: &str, dir: &str, now: &BTreeMap<PathBuf, Refused>) -> Result<(), tokio_postgres::Error> {
-    let files: Vec<String> = now.keys().map(|p| p.display().to_string()).collect();
+/// first refused, if its content is the same), and forget every host's rows unseen for
+/// [`FORGET_AFTER`].
+pub async fn record(client: &impl Sql, host: &str, dir: &Path, now: &BTreeMap<PathBuf, Refused>) -> Result<(), tokio_postgres::Error> {
+    let files = file_names(dir, now.keys());
+    let dir = dir.display().to_string();
     let digests: Vec<&str> = now.values().map(|r| r.digest.as_str()).collect();
     // Empty for none: the statements' typed parameters take no NULLs in arrays.
     let tasks: Vec<&str> = now.values().map(|r| r.task.as_deref().unwrap_or_default()).collect();
@@ -53,6 +63,9 @@ pub async fn record(client: &impl Sql, host: &str, dir: &str, now: &BTreeMap<Pat
         .exec(
             "WITH gone AS (
                  DELETE FROM almanac.refused_deploys d WHERE d.host = $1 AND d.dir = $2 AND d.file <> ALL ($3::text[])
+             ), forgotten AS (
+                 DELETE FROM almanac.refused_deploys d
+                 WHERE d.seen_at < now() - $8 * interval '1 second' AND NOT (d.host = $1 AND d.dir = $2)
              )
              INSERT INTO almanac.refused_deploys AS d (host, dir, file, digest, task, serving, reason)
              SELECT $1, $2, r.file, r.digest, nullif(r.task, ''), nullif(r.serving, ''), r.reason
@@ -61,23 +74,40 @@ pub async fn record(client: &impl Sql, host: &str, dir: &str, now: &BTreeMap<Pat
                 SET refused_at = CASE WHEN d.digest = EXCLUDED.digest THEN d.refused_at ELSE now() END,
                     digest = EXCLUDED.digest, task = EXCLUDED.task, serving = EXCLUDED.serving,
                     reason = EXCLUDED.reason, seen_at = now()",
-            &[&host, &dir, &files, &digests, &tasks, &serving, &reasons],
+            &[&host, &dir, &files, &digests, &tasks, &serving, &reasons, &FORGET_AFTER.as_secs_f64()],
         )
         .await?;
     Ok(())
 }
 
-/// Every recorded refusal, current ones first.
-pub async fn list(client: &impl Sql) -> Result<Vec<RefusedDeploy>, tokio_postgres::Error> {
+/// Each file's path in `dir` as text, one per file: two names that are not UTF-8 may
+/// read the same once made text, and one row each needs a key each.
+fn file_names<'a>(dir: &Path, paths: impl Iterator<Item = &'a PathBuf>) -> Vec<String> {
+    let mut taken = std::collections::HashSet::new();
+    paths
+        .map(|path| {
+            let name = dir.join(path.file_name().unwrap_or(path.as_os_str())).display().to_string();
+            let unique = (1..).map(|n| if n == 1 { name.clone() } else { format!("{name} ({n})") }).find(|n| !taken.contains(n));
+            let unique = unique.expect("some suffix is free");
+            taken.insert(unique.clone());
+            unique
+        })
+        .collect()
+}
+
+/// The recorded refusals, current ones first: at most `limit` of them, and how many
+/// there are in all.
+pub async fn list(client: &impl Sql, limit: Option<i64>) -> Result<(Vec<RefusedDeploy>, i64), tokio_postgres::Error> {
     let rows = client
         .rows(
             "SELECT host, file, digest, task, serving, reason, refused_at, seen_at,
-                    seen_at < now() - $1 * interval '1 second' AS stale
-             FROM almanac.refused_deploys ORDER BY stale, task, host, file",
-            &[&(3.0 * HEARTBEAT.as_secs_f64())],
+                    seen_at < now() - $1 * interval '1 second' AS stale, count(*) OVER () AS total
+             FROM almanac.refused_deploys ORDER BY stale, task, host, file LIMIT $2",
+            &[&(3.0 * HEARTBEAT.as_secs_f64()), &limit],
         )
         .await?;
-    Ok(rows
+    let total = rows.first().map_or(0, |r| r.get("total"));
+    let deploys = rows
         .iter()
         .map(|r| RefusedDeploy {
             host: r.get("host"),
@@ -90,7 +120,109 @@ pub async fn list(client: &impl Sql) -> Result<Vec<RefusedDeploy>, tokio_postgre
             seen_at: r.get("seen_at"),
             stale: r.get("stale"),
         })
-        .collect())
+        .collect();
+    Ok((deploys, total))
+}
+
+impl Folder {
+    /// Whether `almanac.refused_deploys` is behind this host's refusals, or due to hear
+    /// that they still stand.
+    pub(super) fn refusals_due(&self) -> bool {
+        self.register_schedules
+            && match &self.recorded {
+                None => true,
+                Some((recorded, at)) => *recorded != self.refusals || (!recorded.is_empty() && at.elapsed() >= HEARTBEAT),
+            }
+    }
+
+    /// Bring `almanac.refused_deploys` in line with this host's refusals (and say they
+    /// still stand). A failure is tried again on the next wake.
+    pub(super) async fn record_refusals(&mut self, conn: &Conn) {
+        if !self.refusals_due() {
+            return;
+        }
+        // Written whole every time: another host on this machine serving the same folder
+        // shares the rows, and may have cleared them when it stopped.
+        let result = record(&***conn, &crate::db::hostname(), &self.recorded_dir(), &self.refusals).await;
+        self.recorded = match result {
+            Ok(()) => {
+                if std::mem::take(&mut self.record_failed) {
+                    tracing::info!("refused deploys recorded again");
+                }
+                Some((self.refusals.clone(), Instant::now()))
+            }
+            Err(e) => {
+                if !std::mem::replace(&mut self.record_failed, true) {
+                    tracing::warn!("refused deploys not recorded (tried again every {RETRY:?}): {}", crate::db::error_chain(&e));
+                }
+                None
+            }
+        };
+    }
+
+    /// The folder as its rows name it: one name however the host was pointed at it
+    /// (relative, through a link), so a restart replaces the rows it left.
+    fn recorded_dir(&self) -> PathBuf {
+        std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone())
+    }
+
+    /// A stopping host takes its refusals back: nobody will retry them.
+    pub(super) async fn clear_refusals(&self, pool: &Pool) {
+        if !self.register_schedules || self.recorded.as_ref().is_some_and(|(r, _)| r.is_empty()) {
+            return;
+        }
+        let clear = async {
+            let conn = pool.get().await.ok()?;
+            record(&**conn, &crate::db::hostname(), &self.recorded_dir(), &BTreeMap::new()).await.ok()
+        };
+        if tokio::time::timeout(Duration::from_secs(2), clear).await.ok().flatten().is_none() {
+            tracing::warn!("refused deploys of this host not cleared; they show as stale in a few minutes");
+        }
+    }
+    pub(super) fn report_refused(&mut self, path: &Path, digest: &str, refusal: &Refusal, old: Option<&Arc<Plugin>>) {
+        self.metrics.record_load_failure();
+        let task = match refusal {
+            Refusal::Setup { task, .. } => Some(task.clone()),
+            Refusal::Disagrees { source, .. } => Some(source.task.clone()),
+            Refusal::Load(LoadError::Duplicate { task, .. }) => Some(task.clone()),
+            _ => old.map(|p| p.name().to_owned()),
+        };
+        let serving = old.map(|p| format!("{} ({})", p.spec.version, &p.digest[..12]));
+        self.refusals.insert(path.to_owned(), Refused { digest: digest.to_owned(), task, serving, reason: bounded_reason(refusal) });
+        // One line each: a file's name, or a plugin's text in the reason, may hold a newline.
+        let refusal = crate::text::printable(&refusal.to_string()).into_owned();
+        match old {
+            Some(old) => tracing::error!(
+                task = %old.name(),
+                "plugin not reloaded: {refusal}; version {} ({}) keeps serving",
+                old.spec.version,
+                &old.digest[..12]
+            ),
+            None => tracing::error!("plugin not loaded: {refusal}"),
+        }
+    }
+
+    /// Without a watch (`run --no-watch`): the refusals of the start stand until
+    /// `shutdown`; say so every heartbeat, and take them back at the end.
+    pub async fn keep(mut self, pool: Pool, shutdown: CancellationToken) {
+        loop {
+            let wait = if self.recorded.is_none() { RETRY } else { HEARTBEAT };
+            tokio::select! {
+                _ = shutdown.cancelled() => return self.clear_refusals(&pool).await,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            if self.refusals_due() {
+                let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
+                self.record_refusals(&conn).await;
+            }
+        }
+    }
+}
+
+/// A refusal's text as it is recorded: bounded (it may quote a plugin's own strings) and
+/// without NUL, which PostgreSQL's text refuses (one would keep every row from being written).
+fn bounded_reason(refusal: &Refusal) -> String {
+    crate::text::clip(refusal.to_string().replace('\0', "\\0"), crate::text::MAX_ERROR)
 }
 
 /// One line for a person: where, what, why, and what serves instead.
@@ -108,4 +240,19 @@ pub fn describe(d: &RefusedDeploy) -> String {
     // The file's name is whoever deployed it's, the reason may quote a plugin: as text.
     let text = crate::text::printable;
     format!("{} on {} ({task}since {when} UTC; {serving}): {}{stale}", text(&d.file), text(&d.host), text(&d.reason))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn names_that_read_the_same_as_text_get_a_key_each() {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = |bytes: &[u8]| PathBuf::from(std::ffi::OsStr::from_bytes(bytes));
+        let paths = [odd(b"/p/a\xff.wasm"), odd(b"/p/a\xfe.wasm"), odd(b"/p/a\xfd.wasm"), PathBuf::from("/p/b.wasm")];
+        let names = file_names(Path::new("/p"), paths.iter());
+        assert_eq!(names, ["/p/a\u{fffd}.wasm", "/p/a\u{fffd}.wasm (2)", "/p/a\u{fffd}.wasm (3)", "/p/b.wasm"]);
+    }
 }

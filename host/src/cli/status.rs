@@ -11,7 +11,8 @@ use super::database::Database;
 
 #[derive(clap::Args)]
 pub struct StatusArgs {
-    /// One JSON object per task, one per line.
+    /// One JSON object per line: one per task, then one per refused deploy (those have
+    /// `"refused_deploy": true`).
     #[arg(long)]
     json: bool,
     /// Fail (exit 1) when an outbox message has waited this long since it was published.
@@ -50,11 +51,16 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
     let (client, _conn) = database.connect().await?;
     let statuses = status::report(&client).await?;
     let topics = operate::topics(&client).await?;
-    let refused = almanac::catalog::refused::list(&client).await?;
+    let (refused, _) = almanac::catalog::refused::list(&client, None).await?;
     let troubled: Vec<(&TopicHealth, String)> = topics.iter().filter_map(|t| trouble(t, args.outbox_max_age).map(|why| (t, why))).collect();
     if args.json {
         for s in &statuses {
             println!("{}", serde_json::to_string(s)?);
+        }
+        for deploy in &refused {
+            let mut line = serde_json::to_value(deploy)?;
+            line["refused_deploy"] = true.into();
+            println!("{line}");
         }
     } else {
         print!("{}", status::render(&statuses));

@@ -34,6 +34,7 @@ pub const PRIVATE_ROLE: &str = "almanac_host";
 const PRIVATE_ROLE_SQL: &str = include_str!("private_role.sql");
 const DATABASE_OWNER: &str = include_str!("database_owner.sql");
 const SCRATCH_MARK: &str = include_str!("scratch_mark.sql");
+const SCRATCH_ORPHANS: &str = include_str!("scratch_orphans.sql");
 /// The comment on a database `almanac scratch` made.
 const SCRATCH: &str = "made by almanac scratch: dropped and made anew by the next";
 
@@ -106,8 +107,18 @@ impl Cluster {
     /// connections ended) if it exists, so nothing of an earlier use is left in it. Only
     /// a database this made before is dropped (it carries [`SCRATCH`] as its comment):
     /// `almanac scratch almanac` must not wipe the private cluster's own database.
+    /// The test harnesses' scratch databases of a process no longer running
+    /// (`almanac_test_<n>_<pid>`) go too: test runs leave no pile behind.
     pub async fn provision_fresh(&self, dbname: &str) -> Result<String, ClusterError> {
         let admin = self.admin().await?;
+        for orphan in admin.query(SCRATCH_ORPHANS, &[&SCRATCH]).await? {
+            let (other, pid): (String, i32) = (orphan.get(0), orphan.get(1));
+            // Signal 0 asks only whether the process exists.
+            let gone = unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+            if gone && other != dbname {
+                admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", crate::db::quote_ident(&other))).await?;
+            }
+        }
         let name = crate::db::quote_ident(dbname);
         match admin.query_opt(SCRATCH_MARK, &[&dbname]).await? {
             Some(row) if row.get::<_, Option<String>>(0).as_deref() != Some(SCRATCH) => return Err(ClusterError::NotScratch(dbname.to_owned())),

@@ -19,6 +19,8 @@ const TOPICS: &str = include_str!("topics.sql");
 const FAILURES_SHOWN: i64 = 20;
 /// Dead outbox messages shown, newest first.
 const DEAD_SHOWN: i64 = 10;
+/// Refused deploys shown, current ones first (of how many there are).
+const REFUSED_SHOWN: i64 = 50;
 
 pub async fn page() -> Html<&'static str> {
     Html(include_str!("page.html"))
@@ -35,6 +37,8 @@ pub struct Overview {
     pub plugins: Vec<LoadedPlugin>,
     /// Plugin files a host refused (on any host), with why and what serves instead.
     pub refused_deploys: Vec<crate::catalog::refused::RefusedDeploy>,
+    /// How many there are in all, shown or not.
+    pub refused_deploys_total: i64,
     /// Jobs whose slots lie outside the history's month partitions (the default partition).
     pub outside_partitions: i64,
 }
@@ -86,7 +90,7 @@ pub struct LoadedPlugin {
 }
 
 pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, tokio_postgres::Error> {
-    let ((statuses, failures, topics, dead_messages, outside_partitions), refused_deploys) = futures_util::future::try_join(
+    let ((statuses, failures, topics, dead_messages, outside_partitions), (refused_deploys, refused_deploys_total)) = futures_util::future::try_join(
         futures_util::future::try_join5(
             crate::status::report(client),
             client.rows(FAILURES, &[&FAILURES_SHOWN]),
@@ -94,7 +98,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
             crate::outbox::operate::list(client, Some("dead"), None, DEAD_SHOWN),
             crate::history::outside(client),
         ),
-        crate::catalog::refused::list(client),
+        crate::catalog::refused::list(client, Some(REFUSED_SHOWN)),
     )
     .await?;
     Ok(Overview {
@@ -131,6 +135,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
             .map(|p| LoadedPlugin { task: p.name().to_owned(), version: p.spec.version.clone(), digest: p.digest.clone(), file: p.path.display().to_string() })
             .collect(),
         refused_deploys,
+        refused_deploys_total,
         outside_partitions,
     })
 }
