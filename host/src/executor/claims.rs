@@ -13,6 +13,8 @@
 //! cannot write the claim again before other workers claim the job (tried: the job ran
 //! again unmarked beside a suspect, which was then counted). The flush cost ~15 % of
 //! `almanac bench`'s throughput at batch 1 and 32.
+use std::collections::HashSet;
+
 use crate::db::{Conn, Pool};
 use chrono::{DateTime, Utc};
 use futures_util::future::try_join_all;
@@ -30,7 +32,7 @@ pub const WHO: &str = "SELECT pg_backend_pid(), backend_start FROM pg_stat_activ
 /// start time with it is not. Through a transaction pooler a client has no backend of
 /// its own: a batch's is the one its transaction runs on ([`WHO`] read inside it), which
 /// the pooler closes when the client goes away mid-transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Backend {
     pub pid: i32,
     pub started: DateTime<Utc>,
@@ -203,8 +205,13 @@ pub struct Swept {
 /// record for an orphan this sweep is taking (through a pooler a server connection
 /// serves many clients), so waiting longer could close a circle no server sees. The
 /// sweep then fails whole, and the next one takes the orphans.
-pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i32) -> Result<Swept, tokio_postgres::Error> {
-    let params: [&dyn crate::db::Param; 1] = [&budget];
+///
+/// `running`: backends whose batch this host has not settled yet (their orphans wait:
+/// [`SweepGate::hold`]).
+pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i32, running: &[Backend]) -> Result<Swept, tokio_postgres::Error> {
+    let pids: Vec<i32> = running.iter().map(|b| b.pid).collect();
+    let starts: Vec<DateTime<Utc>> = running.iter().map(|b| b.started).collect();
+    let params: [&dyn crate::db::Param; 3] = [&budget, &pids, &starts];
     let (begun, row, committed) =
         futures_util::join!(conn.batch_execute("BEGIN; SET LOCAL lock_timeout = '1s'"), conn.one(SWEEP_CLAIMS, &params), conn.batch_execute("COMMIT"));
     begun?;
@@ -219,13 +226,38 @@ pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i3
     Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2), interrupted: row.get(3), began: row.get(4) })
 }
 
-/// One sweep at a time per host, and when the last one began (by the server's clock).
+/// One sweep at a time per host, when the last one began (by the server's clock), and
+/// the batches this host's sweeps leave alone.
 ///
 /// One at a time: a sweep waits for a job another batch holds, on a pooled connection,
 /// and that batch waits for its claim to be recorded on a pooled connection too; after a
 /// failover every worker swept at once, and the sweeps held the whole pool, stalling
 /// hosts for the pool's wait timeout (a minute).
-pub type SweepGate = std::sync::Arc<tokio::sync::Mutex<Option<DateTime<Utc>>>>;
+#[derive(Default)]
+pub struct SweepGate {
+    last: tokio::sync::Mutex<Option<DateTime<Utc>>>,
+    running: std::sync::Mutex<HashSet<Backend>>,
+}
+
+impl SweepGate {
+    /// `backend`'s batch is recorded and runs: until [`SweepGate::release`], this host's
+    /// sweeps do not judge its orphan. A connection cut on the way ends its backend at
+    /// once, before the worker hears of it and says the orphan is an interruption; a
+    /// sweep in between counted the cut as a crash and an attempt. (Another host's sweep
+    /// may still; this host's own, which runs every second, no longer does.)
+    pub fn hold(&self, backend: Backend) {
+        self.running.lock().expect("sweep gate").insert(backend);
+    }
+
+    /// `backend`'s batch is settled: committed, or its orphan said to be what it is.
+    pub fn release(&self, backend: Backend) {
+        self.running.lock().expect("sweep gate").remove(&backend);
+    }
+
+    fn running(&self) -> Vec<Backend> {
+        self.running.lock().expect("sweep gate").iter().copied().collect()
+    }
+}
 
 /// Sweep once, saying what was found.
 pub async fn sweep_once(pool: &Pool, budget: i32, gate: &SweepGate, shutdown: &CancellationToken) {
@@ -237,7 +269,7 @@ pub async fn sweep_once(pool: &Pool, budget: i32, gate: &SweepGate, shutdown: &C
 /// backend is new, and a job the crash orphaned must be marked before anyone claims it
 /// again, or a job that kills the server runs again as if nothing happened.
 pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Option<DateTime<Utc>>, shutdown: &CancellationToken) {
-    let mut last = gate.lock().await;
+    let mut last = gate.last.lock().await;
     if since.is_some_and(|since| last.is_some_and(|began| began > since)) {
         return;
     }
@@ -247,7 +279,7 @@ pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Opti
     let mut tries = 0;
     let swept = loop {
         let Ok(conn) = crate::db::connect(pool, shutdown).await else { return };
-        match sweep(&**conn, budget).await {
+        match sweep(&**conn, budget, &gate.running()).await {
             Err(e) if e.as_db_error().is_none() && tries < 3 => {
                 tries += 1;
                 conn.close();
@@ -279,7 +311,7 @@ pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Opti
 
 /// Sweep every `every` until `shutdown` (the executor sweeps once itself before its
 /// workers claim anything, so a host restarting after a crash counts it first).
-pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budget: i32, gate: SweepGate, shutdown: CancellationToken) {
+pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budget: i32, gate: std::sync::Arc<SweepGate>, shutdown: CancellationToken) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

@@ -120,8 +120,8 @@ pub struct Context {
     pub logins: Arc<Logins>,
     /// The workers on each task now.
     pub busy: Arc<share::Busy>,
-    /// Held by the sweep running now ([`claims::sweep_once`]).
-    pub sweeping: claims::SweepGate,
+    /// Held by the sweep running now ([`claims::sweep_once`]), with the batches running.
+    pub sweeping: Arc<claims::SweepGate>,
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
@@ -244,6 +244,7 @@ impl Worker {
             };
             let result = run_batch(&current.conn, &mut current.backend, &self.context, &task, claim, &mut slots).await;
             if let Ok(outcome) = &result {
+                self.context.sweeping.release(current.backend);
                 if one.is_some() {
                     alone.pop_front();
                 }
@@ -266,19 +267,20 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(worker = self.id, task = %task, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
                     if let Some(s) = session.take() {
+                        if !transient::of_batch(&e) {
+                            self.context.sweeping.release(s.backend);
+                            crate::db::discard(s.conn);
+                            continue;
+                        }
                         // Before the backend ends, where the connection still lives: a
                         // sweep must not take its orphan for a crash.
-                        let dropped = transient::of_batch(&e);
-                        if dropped {
-                            self.context.recorder.interrupted(s.backend, &shutdown).await;
-                        }
+                        self.context.recorder.interrupted(s.backend, &shutdown).await;
+                        self.context.sweeping.release(s.backend);
                         crate::db::discard(s.conn);
                         // The server's backends died with it: count the batch on its
                         // jobs before they are claimed again (else a job done meanwhile
                         // would keep no record of the interruption).
-                        if dropped {
-                            claims::sweep_once(&self.pool, self.context.options.transient_retries, &self.context.sweeping, &shutdown).await;
-                        }
+                        claims::sweep_once(&self.pool, self.context.options.transient_retries, &self.context.sweeping, &shutdown).await;
                     }
                 }
             }
@@ -415,6 +417,7 @@ pub async fn run_batch(
         return Ok(outcome);
     };
     let held = rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
+    context.sweeping.hold(*backend);
     if let Err(e) = context.recorder.record(*backend, held).await {
         return Err(BatchError::ConnectionLost(e.to_string()));
     }

@@ -19,6 +19,9 @@ WITH server AS (
 ), orphaned AS (
     DELETE FROM ONLY almanac.claims c
     WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.pid AND a.backend_start = c.backend_start)
+      -- Batches the sweeping host has not settled yet ($2 pids, $3 starts): its worker
+      -- will say what their end was (claims.rs, SweepGate::hold).
+      AND (c.pid, c.backend_start) NOT IN (SELECT * FROM unnest($2::int[], $3::timestamptz[]))
     RETURNING c.host, c.claimed_at, c.tasks, c.slots, c.keys, c.attempts,
               CASE WHEN c.incarnation IS NOT NULL AND substr(c.incarnation, strpos(c.incarnation, ' ') + 1) <> (SELECT postmaster FROM server) THEN 'restart'
                    WHEN c.incarnation IS NOT NULL AND c.incarnation <> (SELECT incarnation FROM server) THEN 'server'
