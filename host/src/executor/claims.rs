@@ -13,7 +13,7 @@
 //! cannot write the claim again before other workers claim the job (tried: the job ran
 //! again unmarked beside a suspect, which was then counted). The flush cost ~15 % of
 //! `almanac bench`'s throughput at batch 1 and 32.
-use std::collections::HashSet;
+use std::collections::HashMap;
 
 use crate::db::{Conn, Pool};
 use chrono::{DateTime, Utc};
@@ -207,7 +207,7 @@ pub struct Swept {
 /// sweep then fails whole, and the next one takes the orphans.
 ///
 /// `running`: backends whose batch this host has not settled yet (their orphans wait:
-/// [`SweepGate::hold`]).
+/// [`Hold`]).
 pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i32, running: &[Backend]) -> Result<Swept, tokio_postgres::Error> {
     let pids: Vec<i32> = running.iter().map(|b| b.pid).collect();
     let starts: Vec<DateTime<Utc>> = running.iter().map(|b| b.started).collect();
@@ -236,26 +236,61 @@ pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i3
 #[derive(Default)]
 pub struct SweepGate {
     last: tokio::sync::Mutex<Option<DateTime<Utc>>>,
-    running: std::sync::Mutex<HashSet<Backend>>,
+    /// Backends with a batch this host has not settled, and how many hold each (through
+    /// a pooler one server backend serves the next client as soon as a batch commits).
+    running: std::sync::Mutex<HashMap<Backend, usize>>,
 }
 
 impl SweepGate {
-    /// `backend`'s batch is recorded and runs: until [`SweepGate::release`], this host's
-    /// sweeps do not judge its orphan. A connection cut on the way ends its backend at
-    /// once, before the worker hears of it and says the orphan is an interruption; a
-    /// sweep in between counted the cut as a crash and an attempt. (Another host's sweep
-    /// may still; this host's own, which runs every second, no longer does.)
-    pub fn hold(&self, backend: Backend) {
-        self.running.lock().expect("sweep gate").insert(backend);
-    }
-
-    /// `backend`'s batch is settled: committed, or its orphan said to be what it is.
-    pub fn release(&self, backend: Backend) {
-        self.running.lock().expect("sweep gate").remove(&backend);
-    }
-
     fn running(&self) -> Vec<Backend> {
-        self.running.lock().expect("sweep gate").iter().copied().collect()
+        self.running.lock().expect("sweep gate").keys().copied().collect()
+    }
+}
+
+/// A worker's batch as this host's sweeps see it. A connection cut under a batch ends its
+/// backend at once, before the worker hears of it and says the orphan is an interruption;
+/// a sweep in between counted the cut as a crash and an attempt. So from [`Hold::hold`]
+/// (its claim is about to be recorded) until [`Hold::release`] (it committed, or its
+/// orphan was marked for what it is), this host's sweeps do not judge the orphan, unless
+/// the server restarted since the claim (then the mark changes nothing:
+/// `sweep_claims.sql`). Released when dropped too, so a worker that panics leaves its
+/// orphan to be counted. (Another host's sweep may still judge it before the mark.)
+pub struct Hold {
+    gate: std::sync::Arc<SweepGate>,
+    backend: Option<Backend>,
+}
+
+impl Hold {
+    pub fn new(gate: std::sync::Arc<SweepGate>) -> Hold {
+        Hold { gate, backend: None }
+    }
+
+    pub fn hold(&mut self, backend: Backend) {
+        self.release();
+        *self.gate.running.lock().expect("sweep gate").entry(backend).or_default() += 1;
+        self.backend = Some(backend);
+    }
+
+    /// The backend held, if the batch got as far as recording its claim.
+    pub fn backend(&self) -> Option<Backend> {
+        self.backend
+    }
+
+    pub fn release(&mut self) {
+        let Some(backend) = self.backend.take() else { return };
+        let mut running = self.gate.running.lock().expect("sweep gate");
+        if let Some(n) = running.get_mut(&backend) {
+            *n -= 1;
+            if *n == 0 {
+                running.remove(&backend);
+            }
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -242,9 +242,10 @@ impl Worker {
                 Some((_, slot, key)) => Claim::One(*slot, key),
                 None => Claim::Due,
             };
-            let result = run_batch(&current.conn, &mut current.backend, &self.context, &task, claim, &mut slots).await;
+            let mut hold = claims::Hold::new(self.context.sweeping.clone());
+            let result = run_batch(&current.conn, &mut current.backend, &self.context, &task, claim, &mut slots, &mut hold).await;
             if let Ok(outcome) = &result {
-                self.context.sweeping.release(current.backend);
+                hold.release();
                 if one.is_some() {
                     alone.pop_front();
                 }
@@ -267,15 +268,18 @@ impl Worker {
                 Err(e) => {
                     tracing::warn!(worker = self.id, task = %task, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
                     if let Some(s) = session.take() {
-                        if !transient::of_batch(&e) {
-                            self.context.sweeping.release(s.backend);
+                        // Only a batch that recorded its claim has an orphan to mark
+                        // (through a pooler, the session's last backend may serve
+                        // another client's batch by now).
+                        let Some(backend) = hold.backend().filter(|_| transient::of_batch(&e)) else {
+                            hold.release();
                             crate::db::discard(s.conn);
                             continue;
-                        }
+                        };
                         // Before the backend ends, where the connection still lives: a
                         // sweep must not take its orphan for a crash.
-                        self.context.recorder.interrupted(s.backend, &shutdown).await;
-                        self.context.sweeping.release(s.backend);
+                        self.context.recorder.interrupted(backend, &shutdown).await;
+                        hold.release();
                         crate::db::discard(s.conn);
                         // The server's backends died with it: count the batch on its
                         // jobs before they are claimed again (else a job done meanwhile
@@ -345,6 +349,7 @@ pub async fn run_batch(
     task: &str,
     claim: Claim<'_>,
     slots: &mut SlotCache,
+    hold: &mut claims::Hold,
 ) -> Result<BatchOutcome, BatchError> {
     let options = &context.options;
     let mut outcome = BatchOutcome::default();
@@ -417,7 +422,7 @@ pub async fn run_batch(
         return Ok(outcome);
     };
     let held = rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
-    context.sweeping.hold(*backend);
+    hold.hold(*backend);
     if let Err(e) = context.recorder.record(*backend, held).await {
         return Err(BatchError::ConnectionLost(e.to_string()));
     }

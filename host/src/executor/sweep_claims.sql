@@ -19,9 +19,12 @@ WITH server AS (
 ), orphaned AS (
     DELETE FROM ONLY almanac.claims c
     WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.pid AND a.backend_start = c.backend_start)
-      -- Batches the sweeping host has not settled yet ($2 pids, $3 starts): its worker
-      -- will say what their end was (claims.rs, SweepGate::hold).
-      AND (c.pid, c.backend_start) NOT IN (SELECT * FROM unnest($2::int[], $3::timestamptz[]))
+      -- Batches the sweeping host has not settled yet ($2 pids, $3 starts) wait for its
+      -- worker to say what their end was (claims.rs, Hold), unless the server restarted
+      -- since they were claimed: then what the worker says changes nothing, and a job
+      -- that crashed the server must be marked before anyone claims it again.
+      AND NOT ((c.incarnation IS NULL OR c.incarnation = (SELECT incarnation FROM server))
+               AND (c.pid, c.backend_start) IN (SELECT * FROM unnest($2::int[], $3::timestamptz[])))
     RETURNING c.host, c.claimed_at, c.tasks, c.slots, c.keys, c.attempts,
               CASE WHEN c.incarnation IS NOT NULL AND substr(c.incarnation, strpos(c.incarnation, ' ') + 1) <> (SELECT postmaster FROM server) THEN 'restart'
                    WHEN c.incarnation IS NOT NULL AND c.incarnation <> (SELECT incarnation FROM server) THEN 'server'
