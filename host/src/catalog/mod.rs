@@ -3,10 +3,10 @@
 //! for new claims; jobs already claimed finish on the version they started with; a
 //! refused file leaves the version before it serving;
 //! a removed plugin's jobs stay pending for a host that has it.
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::db::{Conn, Pool};
 use anyhow::Context;
@@ -73,12 +73,7 @@ pub struct Folder {
     /// A text of the configuration file that did not parse: reported once, not again.
     config_refused: Option<String>,
     /// Every file refused now (for good or until a retry succeeds), for operators.
-    refusals: BTreeMap<PathBuf, Refused>,
-    /// `refusals` as last written to `almanac.refused_deploys`, and when; `None` until
-    /// written (or after a write failed).
-    recorded: Option<(BTreeMap<PathBuf, Refused>, Instant)>,
-    /// The last write of `refusals` failed (said once, not every retry).
-    record_failed: bool,
+    refusals: refused::Board,
     /// Register each task's schedule and record refused deploys (a serving host does;
     /// `backfill` does not, so that a backfill, failed or not, leaves no schedule behind
     /// that no host runs, and no refusal no host has).
@@ -97,9 +92,7 @@ impl Folder {
             refused: HashMap::new(),
             disagreeing: HashMap::new(),
             config_refused: None,
-            refusals: BTreeMap::new(),
-            recorded: None,
-            record_failed: false,
+            refusals: refused::Board::default(),
             register_schedules: true,
         }
     }
@@ -262,6 +255,70 @@ impl Folder {
         !changed.is_empty()
     }
 
+    /// Whether `almanac.refused_deploys` is behind this host's refusals, or due to hear
+    /// that they still stand.
+    fn refusals_due(&self) -> bool {
+        self.register_schedules && self.refusals.due()
+    }
+
+    async fn record_refusals(&mut self, conn: &Conn) {
+        if self.refusals_due() {
+            let dir = self.recorded_dir();
+            self.refusals.record(&***conn, &dir).await;
+        }
+    }
+
+    async fn clear_refusals(&self, pool: &Pool) {
+        if self.register_schedules {
+            self.refusals.clear(pool, &self.recorded_dir()).await;
+        }
+    }
+
+    /// The folder as its rows name it: one name however the host was pointed at it
+    /// (relative, through a link), so a restart replaces the rows it left.
+    fn recorded_dir(&self) -> PathBuf {
+        std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone())
+    }
+
+    fn report_refused(&mut self, path: &Path, digest: &str, refusal: &Refusal, old: Option<&Arc<Plugin>>) {
+        self.metrics.record_load_failure();
+        let task = match refusal {
+            Refusal::Setup { task, .. } => Some(task.clone()),
+            Refusal::Disagrees { source, .. } => Some(source.task.clone()),
+            Refusal::Load(LoadError::Duplicate { task, .. }) => Some(task.clone()),
+            _ => old.map(|p| p.name().to_owned()),
+        };
+        let serving = old.map(|p| format!("{} ({})", p.spec.version, &p.digest[..12]));
+        self.refusals.insert(path.to_owned(), Refused { digest: digest.to_owned(), task, serving, reason: bounded_reason(refusal) });
+        // One line each: a file's name, or a plugin's text in the reason, may hold a newline.
+        let refusal = crate::text::printable(&refusal.to_string()).into_owned();
+        match old {
+            Some(old) => tracing::error!(
+                task = %old.name(),
+                "plugin not reloaded: {refusal}; version {} ({}) keeps serving",
+                old.spec.version,
+                &old.digest[..12]
+            ),
+            None => tracing::error!("plugin not loaded: {refusal}"),
+        }
+    }
+
+    /// Without a watch (`run --no-watch`): the refusals of the start stand until
+    /// `shutdown`; say so every heartbeat, and take them back at the end.
+    pub async fn keep(mut self, pool: Pool, shutdown: CancellationToken) {
+        loop {
+            let wait = if self.refusals.unrecorded() { RETRY } else { refused::HEARTBEAT };
+            tokio::select! {
+                _ = shutdown.cancelled() => return self.clear_refusals(&pool).await,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            if self.refusals_due() {
+                let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
+                self.record_refusals(&conn).await;
+            }
+        }
+    }
+
     /// Watch the folder until `shutdown`, scanning it whenever it changes.
     pub async fn watch(mut self, pool: Pool, shutdown: CancellationToken) {
         let (tx, mut changes) = tokio::sync::mpsc::channel::<()>(1);
@@ -347,7 +404,7 @@ impl Folder {
             None if !self.disagreeing.is_empty() || self.config.is_some() => Some(FOLLOW_APPLY),
             // Refusals not recorded (the write failed) are tried again soon; recorded
             // ones are said to stand every heartbeat.
-            None if self.register_schedules && self.recorded.is_none() => Some(RETRY),
+            None if self.register_schedules && self.refusals.unrecorded() => Some(RETRY),
             None if self.register_schedules && !self.refusals.is_empty() => Some(refused::HEARTBEAT),
             None => None,
         }
@@ -367,6 +424,12 @@ pub async fn load_only(runtime: &Arc<Runtime>, dir: &Path) -> anyhow::Result<(Re
         }
     }
     Ok((registry, refused))
+}
+
+/// A refusal's text as it is recorded: bounded (it may quote a plugin's own strings) and
+/// without NUL, which PostgreSQL's text refuses (one would keep every row from being written).
+fn bounded_reason(refusal: &Refusal) -> String {
+    crate::text::clip(refusal.to_string().replace('\0', "\\0"), crate::text::MAX_ERROR)
 }
 
 /// The `*.wasm` files directly in `dir`, sorted (the first file to claim a task keeps it).

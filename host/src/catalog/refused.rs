@@ -4,16 +4,12 @@
 //! every read of its folder; see `migrations/V17__refused_deploys.sql`.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tokio_util::sync::CancellationToken;
 
-use super::{Folder, Refusal, RETRY};
-use crate::db::{Conn, Pool, Sql};
-use crate::plugin::{LoadError, Plugin};
+use crate::db::{Pool, Sql};
 
 /// How often a host with refusals says it still has them.
 pub const HEARTBEAT: Duration = Duration::from_secs(60);
@@ -124,105 +120,85 @@ pub async fn list(client: &impl Sql, limit: Option<i64>) -> Result<(Vec<RefusedD
     Ok((deploys, total))
 }
 
-impl Folder {
-    /// Whether `almanac.refused_deploys` is behind this host's refusals, or due to hear
-    /// that they still stand.
-    pub(super) fn refusals_due(&self) -> bool {
-        self.register_schedules
-            && match &self.recorded {
-                None => true,
-                Some((recorded, at)) => *recorded != self.refusals || (!recorded.is_empty() && at.elapsed() >= HEARTBEAT),
-            }
+/// This host's refused files, and what `almanac.refused_deploys` has heard of them.
+#[derive(Debug, Default)]
+pub struct Board {
+    now: BTreeMap<PathBuf, Refused>,
+    /// `now` as last written, and when; `None` until the first write and after a failed one.
+    recorded: Option<(BTreeMap<PathBuf, Refused>, Instant)>,
+    /// The last write failed (said once, not at every retry).
+    failed: bool,
+}
+
+impl Board {
+    pub fn insert(&mut self, path: PathBuf, refused: Refused) {
+        self.now.insert(path, refused);
     }
 
-    /// Bring `almanac.refused_deploys` in line with this host's refusals (and say they
-    /// still stand). A failure is tried again on the next wake.
-    pub(super) async fn record_refusals(&mut self, conn: &Conn) {
-        if !self.refusals_due() {
-            return;
+    pub fn remove(&mut self, path: &Path) {
+        self.now.remove(path);
+    }
+
+    pub fn retain(&mut self, keep: impl FnMut(&PathBuf, &mut Refused) -> bool) {
+        self.now.retain(keep);
+    }
+
+    pub fn len(&self) -> usize {
+        self.now.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.now.is_empty()
+    }
+
+    /// Nothing written yet, or the last write failed: to be tried again soon.
+    pub fn unrecorded(&self) -> bool {
+        self.recorded.is_none()
+    }
+
+    /// Whether the table is behind this host's refusals, or due to hear that they still
+    /// stand.
+    pub fn due(&self) -> bool {
+        match &self.recorded {
+            None => true,
+            Some((recorded, at)) => *recorded != self.now || (!recorded.is_empty() && at.elapsed() >= HEARTBEAT),
         }
+    }
+
+    /// Bring the table in line with this host's refusals in `dir` (and say they still
+    /// stand). A failure is tried again on the next wake.
+    pub async fn record(&mut self, client: &impl Sql, dir: &Path) {
         // Written whole every time: another host on this machine serving the same folder
         // shares the rows, and may have cleared them when it stopped.
-        let result = record(&***conn, &crate::db::hostname(), &self.recorded_dir(), &self.refusals).await;
-        self.recorded = match result {
+        self.recorded = match record(client, &crate::db::hostname(), dir, &self.now).await {
             Ok(()) => {
-                if std::mem::take(&mut self.record_failed) {
+                if std::mem::take(&mut self.failed) {
                     tracing::info!("refused deploys recorded again");
                 }
-                Some((self.refusals.clone(), Instant::now()))
+                Some((self.now.clone(), Instant::now()))
             }
             Err(e) => {
-                if !std::mem::replace(&mut self.record_failed, true) {
-                    tracing::warn!("refused deploys not recorded (tried again every {RETRY:?}): {}", crate::db::error_chain(&e));
+                if !std::mem::replace(&mut self.failed, true) {
+                    tracing::warn!("refused deploys not recorded (tried again shortly): {}", crate::db::error_chain(&e));
                 }
                 None
             }
         };
     }
 
-    /// The folder as its rows name it: one name however the host was pointed at it
-    /// (relative, through a link), so a restart replaces the rows it left.
-    fn recorded_dir(&self) -> PathBuf {
-        std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone())
-    }
-
     /// A stopping host takes its refusals back: nobody will retry them.
-    pub(super) async fn clear_refusals(&self, pool: &Pool) {
-        if !self.register_schedules || self.recorded.as_ref().is_some_and(|(r, _)| r.is_empty()) {
+    pub async fn clear(&self, pool: &Pool, dir: &Path) {
+        if self.recorded.as_ref().is_some_and(|(r, _)| r.is_empty()) {
             return;
         }
         let clear = async {
             let conn = pool.get().await.ok()?;
-            record(&**conn, &crate::db::hostname(), &self.recorded_dir(), &BTreeMap::new()).await.ok()
+            record(&**conn, &crate::db::hostname(), dir, &BTreeMap::new()).await.ok()
         };
         if tokio::time::timeout(Duration::from_secs(2), clear).await.ok().flatten().is_none() {
             tracing::warn!("refused deploys of this host not cleared; they show as stale in a few minutes");
         }
     }
-    pub(super) fn report_refused(&mut self, path: &Path, digest: &str, refusal: &Refusal, old: Option<&Arc<Plugin>>) {
-        self.metrics.record_load_failure();
-        let task = match refusal {
-            Refusal::Setup { task, .. } => Some(task.clone()),
-            Refusal::Disagrees { source, .. } => Some(source.task.clone()),
-            Refusal::Load(LoadError::Duplicate { task, .. }) => Some(task.clone()),
-            _ => old.map(|p| p.name().to_owned()),
-        };
-        let serving = old.map(|p| format!("{} ({})", p.spec.version, &p.digest[..12]));
-        self.refusals.insert(path.to_owned(), Refused { digest: digest.to_owned(), task, serving, reason: bounded_reason(refusal) });
-        // One line each: a file's name, or a plugin's text in the reason, may hold a newline.
-        let refusal = crate::text::printable(&refusal.to_string()).into_owned();
-        match old {
-            Some(old) => tracing::error!(
-                task = %old.name(),
-                "plugin not reloaded: {refusal}; version {} ({}) keeps serving",
-                old.spec.version,
-                &old.digest[..12]
-            ),
-            None => tracing::error!("plugin not loaded: {refusal}"),
-        }
-    }
-
-    /// Without a watch (`run --no-watch`): the refusals of the start stand until
-    /// `shutdown`; say so every heartbeat, and take them back at the end.
-    pub async fn keep(mut self, pool: Pool, shutdown: CancellationToken) {
-        loop {
-            let wait = if self.recorded.is_none() { RETRY } else { HEARTBEAT };
-            tokio::select! {
-                _ = shutdown.cancelled() => return self.clear_refusals(&pool).await,
-                _ = tokio::time::sleep(wait) => {}
-            }
-            if self.refusals_due() {
-                let Ok(conn) = crate::db::connect(&pool, &shutdown).await else { return };
-                self.record_refusals(&conn).await;
-            }
-        }
-    }
-}
-
-/// A refusal's text as it is recorded: bounded (it may quote a plugin's own strings) and
-/// without NUL, which PostgreSQL's text refuses (one would keep every row from being written).
-fn bounded_reason(refusal: &Refusal) -> String {
-    crate::text::clip(refusal.to_string().replace('\0', "\\0"), crate::text::MAX_ERROR)
 }
 
 /// One line for a person: where, what, why, and what serves instead.
