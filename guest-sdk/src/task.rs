@@ -41,6 +41,7 @@ impl TaskInfo {
             tables: Vec::new(),
             setup: Vec::new(),
             settings: Vec::new(),
+            calls: Vec::new(),
         })
     }
 
@@ -111,6 +112,20 @@ impl TaskInfo {
         for name in tables {
             self.0.tables.retain(|t| t.name != *name);
             self.0.tables.push(wit::TableAccess { name: (*name).to_owned(), access });
+        }
+        self
+    }
+
+    /// Functions of the database the plugin's statements call, beyond the host's
+    /// allowlist of built-in ones, each with its schema: `.calls(&["public.credit"])`.
+    /// A call must be written as declared (`SELECT public.credit($1, $2)`); no other
+    /// function of any schema can be called. A declared `SECURITY DEFINER` function runs
+    /// with its owner's rights: the plugin then reaches whatever that function reaches.
+    pub fn calls(mut self, functions: &[&str]) -> Self {
+        for name in functions {
+            if !self.0.calls.iter().any(|c| c == name) {
+                self.0.calls.push((*name).to_owned());
+            }
         }
         self
     }

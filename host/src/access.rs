@@ -73,6 +73,28 @@ pub fn check_table_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Check a declared call: `schema.function` (lowercase identifier) or `schema.operator`
+/// (operator characters), the schema not the host's or the system's: what a plugin may
+/// call there is the host's allowlist, not a declaration.
+pub fn check_call_name(name: &str) -> Result<(), String> {
+    let Some((schema, function)) = name.split_once('.') else {
+        return Err(format!("call {name:?} is invalid: name the function with its schema, as `public.credit`"));
+    };
+    let ident = |p: &str| {
+        !p.is_empty() && p.len() <= 63 && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_') && !p.as_bytes()[0].is_ascii_digit()
+    };
+    let operator = |p: &str| !p.is_empty() && p.len() <= 63 && p.bytes().all(|b| b"+-*/<>=~!@#%^&|`?".contains(&b));
+    if !ident(schema) || !(ident(function) || operator(function)) {
+        return Err(format!("call {name:?} is invalid: use `schema.function` in lowercase letters, digits and '_' (or `schema.<operator>`)"));
+    }
+    if HOST_SCHEMAS.contains(&schema) || schema.starts_with("pg_") {
+        return Err(format!(
+            "call {name:?} is in schema {schema}, which belongs to the host or the system: built-in functions are the host's allowlist (`almanac run --allow-function`)"
+        ));
+    }
+    Ok(())
+}
+
 /// The schemas of declared table names: `accounts` is in `public`.
 pub fn schemas_of(tables: &[String]) -> Vec<String> {
     let mut schemas: Vec<String> = tables.iter().map(|t| t.split_once('.').map_or("public", |(s, _)| s).to_owned()).collect();
@@ -81,11 +103,36 @@ pub fn schemas_of(tables: &[String]) -> Vec<String> {
     schemas
 }
 
-/// The database role a task's statements run under. Role names are cluster-wide and at
-/// most 63 bytes; a long task name is shortened and made unique with a digest, after a
-/// `.`, which no task name holds: a short task named like a long one's shortened form
-/// (its prefix, `_`, the digest) would otherwise get that task's role and its rights.
-pub fn role_name(task: &str) -> String {
+/// The database role a task's statements run under in `database`. Role names are the
+/// cluster's, so the name carries a digest of the database's: one role shared by two
+/// databases' tasks of one name let database B's plugin read database A's tables, and
+/// B's host (a member) write them. See [`scoped_name`] for the form.
+pub fn role_name(task: &str, database: &str) -> String {
+    scoped_name("almanac_task_", task, database)
+}
+
+/// `<prefix><task>_<8 hex of the database's digest>`, at most 63 bytes. A long task name
+/// is cut and made unique with a digest of it after a `.`, which no task name holds: a
+/// short task named like a long one's shortened form would otherwise get its role and
+/// its rights. The database's part is always the last 9 bytes, so no two (task,
+/// database) pairs share a name.
+pub fn scoped_name(prefix: &str, task: &str, database: &str) -> String {
+    use sha2::Digest;
+    let db = &hex::encode(sha2::Sha256::digest(database.as_bytes()))[..8];
+    let name = format!("{prefix}{task}_{db}");
+    if name.len() <= 63 {
+        return name;
+    }
+    let digest = hex::encode(sha2::Sha256::digest(task.as_bytes()));
+    let mut cut = 63 - prefix.len() - 1 - 8 - 1 - 8;
+    while !task.is_char_boundary(cut.min(task.len())) {
+        cut -= 1;
+    }
+    format!("{prefix}{}.{}_{db}", &task[..cut.min(task.len())], &digest[..8])
+}
+
+/// The role every database's tasks of one name shared before roles were per database.
+fn shared_role_name(task: &str) -> String {
     let name = format!("almanac_task_{task}");
     if name.len() <= 63 {
         return name;
@@ -95,19 +142,67 @@ pub fn role_name(task: &str) -> String {
     format!("{}.{}", &name[..50], &digest[..12])
 }
 
+/// Whether a role exists, and whether the host is a member.
+const SHARED_ROLE: &str = "SELECT pg_catalog.pg_has_role(current_user, oid, 'MEMBER'),
+            NOT EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend d WHERE d.refclassid = 'pg_catalog.pg_authid'::regclass AND d.refobjid = r.oid
+                        AND d.dbid = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))
+     FROM pg_catalog.pg_roles r WHERE rolname = $1";
+/// Whether any database still holds an object or a privilege of the role.
+const ROLE_UNUSED: &str = "SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_shdepend d
+     WHERE d.refclassid = 'pg_catalog.pg_authid'::regclass AND d.refobjid = (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = $1))";
+
+/// Move this database off the role older versions shared across databases (see
+/// [`role_name`]): what it owns here becomes `role`'s, what it was granted here is
+/// revoked, this database's login leaves it, and once no database holds anything of it
+/// the role is dropped. Hosts of an older version still running here keep working: their
+/// sessions are this database's login, which is a member of `role` now. Inside the
+/// caller's transaction, under the setup lock.
+pub async fn retire_shared_role(tx: &(impl GenericClient + Sql), task: &str, role: &str, login: &str) -> Result<(), AccessError> {
+    let old = shared_role_name(task);
+    let Some(row) = tx.opt(SHARED_ROLE, &[&old]).await? else { return Ok(()) };
+    let (member, clean_here): (bool, bool) = (row.get(0), row.get(1));
+    if !member {
+        if !clean_here {
+            tracing::warn!(
+                role = %old, %task,
+                "the role older versions shared across databases still holds privileges here, and this host is not a member of it: \
+                 revoke them (`DROP OWNED BY \"{old}\"` in this database, as a member)"
+            );
+        }
+        return Ok(());
+    }
+    let (old_q, role_q, login_q) = (quote_ident(&old), quote_ident(role), quote_ident(login));
+    tx.batch_execute(&format!("REASSIGN OWNED BY {old_q} TO {role_q}; DROP OWNED BY {old_q}")).await?;
+    let in_login: bool = tx
+        .one("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid JOIN pg_roles l ON l.oid = m.member WHERE r.rolname = $1 AND l.rolname = $2)", &[&old, &login])
+        .await?
+        .get(0);
+    if in_login {
+        tx.batch_execute(&format!("REVOKE {old_q} FROM {login_q}")).await?;
+    }
+    if tx.one(ROLE_UNUSED, &[&old]).await?.get::<_, bool>(0) {
+        // Other databases' logins may still be members while their hosts upgrade: only
+        // a role nothing depends on any more is dropped, and a failure is not the load's.
+        tx.batch_execute("SAVEPOINT retire").await?;
+        let outcome = tx.batch_execute(&format!("DROP ROLE {old_q}")).await;
+        tx.batch_execute(if outcome.is_ok() { "RELEASE SAVEPOINT retire" } else { "ROLLBACK TO SAVEPOINT retire" }).await?;
+    }
+    tracing::info!(%task, old = %old, new = %role, "the task's role is now this database's own");
+    Ok(())
+}
+
 /// A plugin's role, as a call's session uses it.
 #[derive(Debug)]
 pub struct Role {
     pub name: String,
-    /// The schemas of the tables the plugin declares: its own functions there may be
-    /// called by its statements.
-    pub schemas: Vec<String>,
+    /// The functions of the database the plugin declares it calls (`schema.name`): no
+    /// other function outside the host's allowlist may be called by its statements.
+    pub calls: Vec<String>,
 }
 
 impl Role {
-    pub fn new(name: &str, tables: &[TableGrant]) -> Role {
-        let names: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
-        Role { name: name.to_owned(), schemas: schemas_of(&names) }
+    pub fn new(name: &str, calls: &[String]) -> Role {
+        Role { name: name.to_owned(), calls: calls.to_vec() }
     }
 }
 
@@ -316,15 +411,18 @@ mod tests {
 
     #[test]
     fn role_names_fit_postgres_and_stay_distinct() {
-        assert_eq!(role_name("daily-points"), "almanac_task_daily-points");
-        let long_a = role_name(&"a".repeat(64));
-        let long_b = role_name(&format!("{}b", "a".repeat(63)));
-        assert!(long_a.len() <= 63 && long_b.len() <= 63);
+        assert_eq!(role_name("daily-points", "almanac").len(), "almanac_task_daily-points_".len() + 8);
+        assert_ne!(role_name("t", "one"), role_name("t", "two"), "per database");
+        assert_ne!(role_name("t", "db"), crate::login::login_name("t", "db"));
+        for task in ["a".repeat(40), "a".repeat(63), format!("{}é", "a".repeat(40))] {
+            assert!(role_name(&task, "almanac").len() <= 63, "{task}");
+        }
+        let long_a = role_name(&"a".repeat(64), "db");
+        let long_b = role_name(&format!("{}b", "a".repeat(63)), "db");
         assert_ne!(long_a, long_b);
-        // A short task named like a long one's shortened form (its prefix, `_`, the
-        // digest) does not get that task's role.
-        let lookalike = long_a["almanac_task_".len()..].replace('.', "_");
-        assert!(lookalike.len() <= 50);
-        assert_ne!(role_name(&lookalike), long_a);
+        // A short task named like a long one's shortened form does not get its role.
+        let lookalike = long_a["almanac_task_".len()..long_a.len() - 9].replace('.', "_");
+        assert_ne!(role_name(&lookalike, "db"), long_a);
+        assert_eq!(shared_role_name("daily-points"), "almanac_task_daily-points");
     }
 }

@@ -1,16 +1,16 @@
 //! A dry run: one plugin's `run` (for one job) or `plan` (for one slot) against the
 //! configured database, in a single transaction that is rolled back unless the caller
-//! asks to commit, in a session of the plugin's own login (as a host runs it). The
-//! plugin's setup runs inside that same transaction, so a rolled-back dry run leaves no
-//! row and no table behind; what it cannot roll back: the plugin's role (a login, made
-//! and granted as a deploy would make it: roles are cluster-wide, and a session logs in
-//! only as a committed one) and sequences the plugin advanced (`nextval` is never rolled
-//! back). Every statement the plugin sent is kept, with its parameters and what it did.
+//! asks to commit, in a session of a login made for this dry run alone ([`DryRole`]),
+//! holding what the tried file declares and dropped after: the task's live role and the
+//! running version's rights are never touched. The plugin's setup runs inside that same
+//! transaction, so a rolled-back dry run leaves no row and no table behind; what it
+//! cannot roll back: sequences the plugin advanced (`nextval` is never rolled back).
+//! Every statement the plugin sent is kept, with its parameters and what it did.
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::db::Pool;
+use crate::db::{Pool, Sql};
 use anyhow::bail;
 use chrono::{DateTime, Utc};
 
@@ -54,6 +54,8 @@ pub async fn load(runtime: &Arc<Runtime>, plugins: &Path, config: Option<&Path>,
             seen.push(plugin.name().to_owned());
             continue;
         }
+        // Under a role of the dry run's own, never the task's live one.
+        plugin.run_as(&DryRole::new_name());
         let settings = config.apply_to(&mut plugin.spec)?;
         plugin.set_settings(settings.values);
         // The file's schedule and period name the slots and periods tried.
@@ -121,36 +123,110 @@ pub async fn plan(
     .await
 }
 
-/// One transaction in a session of the plugin's login: its setup, `call`, then COMMIT
-/// when asked (and the call succeeded), else ROLLBACK. The login is made (and the
-/// setup's right to create tables given, then taken back) through `pool`, as the host.
+/// One transaction in a session of the dry run's own login: its setup, `call`, then
+/// COMMIT when asked (and the call succeeded), else ROLLBACK. The login is made for this
+/// dry run ([`DryRole`]) and dropped after it; nothing of the task's live role changes.
 async fn within<F, Fut>((pool, logins): (&Pool, &Logins), runtime: &Runtime, plugin: &Plugin, commit: bool, call: F) -> anyhow::Result<Tried>
 where
     F: FnOnce(Arc<crate::db::Conn>) -> Fut,
     Fut: std::future::Future<Output = (Result<Vec<String>, String>, Trace)>,
 {
+    crate::catalog::check_setup(plugin, &runtime.policy).await.map_err(|e| e.context(format!("setting up {}", plugin.name())))?;
     let mut host = pool.get().await?;
-    // From the right to create tables given to it taken back, no other setup comes
-    // between; the dry run's call runs after, in the same open transaction.
-    let lock = crate::access::SetupLock::take(pool).await?;
-    crate::catalog::prepare_login(&mut host, plugin, &runtime.policy).await.map_err(|e| e.context(format!("setting up {}", plugin.name())))?;
-    let conn = async {
-        let conn = Arc::new(logins.get(plugin.name()).await?);
+    DryRole::drop_abandoned(&mut host).await?;
+    let role = DryRole::make(&mut host, plugin).await.map_err(|e| anyhow::Error::new(e).context(format!("setting up {}", plugin.name())))?;
+    let tried = async {
+        let conn = Arc::new(logins.session_as(plugin.name(), &role.name, &role.password).await?);
         conn.batch_execute("BEGIN").await?;
-        if let Err(e) = crate::catalog::dry_setup(&***conn, plugin).await {
+        if let Err(e) = crate::access::run_setup(&***conn, &role.name, &plugin.spec.setup).await {
             conn.batch_execute("ROLLBACK").await?;
-            return Err(e.context(format!("setting up {}", plugin.name())));
+            return Err(anyhow::Error::new(e).context(format!("setting up {}", plugin.name())));
         }
-        anyhow::Ok(conn)
+        let started = Instant::now();
+        let (outcome, trace) = call(conn.clone()).await;
+        let elapsed = started.elapsed();
+        let committed = commit && outcome.is_ok();
+        conn.batch_execute(if committed { "COMMIT" } else { "ROLLBACK" }).await?;
+        anyhow::Ok(Tried { trace, outcome, elapsed, committed })
     }
     .await;
-    crate::catalog::finish_login(&mut host, plugin).await?;
-    lock.release().await?;
-    let conn = conn?;
-    let started = Instant::now();
-    let (outcome, trace) = call(conn.clone()).await;
-    let elapsed = started.elapsed();
-    let committed = commit && outcome.is_ok();
-    conn.batch_execute(if committed { "COMMIT" } else { "ROLLBACK" }).await?;
-    Ok(Tried { trace, outcome, elapsed, committed })
+    let committed = tried.as_ref().is_ok_and(|t| t.committed);
+    role.drop(&mut host, committed.then_some(plugin)).await?;
+    tried
+}
+
+/// A dry run's own login: a role made for one dry run, granted what the tried file
+/// declares (the tables that exist, the right to create its writable ones, the outbox),
+/// recorded in `almanac.dry_logins` so that its outbox messages are the task's, and
+/// dropped after the dry run. Roles are the cluster's and a session logs in only as a
+/// committed role, so it is committed; the task's live role is never touched.
+pub struct DryRole {
+    pub name: String,
+    password: String,
+}
+
+/// A dry run that never finished leaves its role: dropped by a later one after this long.
+const ABANDONED: &str = "1 hour";
+
+impl DryRole {
+    /// A role named for this dry run: `almanac_dry_` and 16 random hex digits.
+    pub fn new_name() -> String {
+        format!("almanac_dry_{}", &crate::login::new_password()[..16])
+    }
+
+    async fn make(host: &mut crate::db::Conn, plugin: &Plugin) -> Result<DryRole, crate::access::AccessError> {
+        use crate::access;
+        let (name, password) = (plugin.spec.role.clone(), crate::login::new_password());
+        let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
+        let tx = host.transaction().await?;
+        let q = crate::db::quote_ident(&name);
+        // The host a member, as of a task's role: so that it may drop what the role owns.
+        tx.batch_execute(&format!("CREATE ROLE {q} LOGIN NOINHERIT PASSWORD '{verifier}'; GRANT {q} TO CURRENT_USER"))
+            .await
+            .map_err(|e| access::AccessError::CreateRole { role: name.clone(), reason: crate::db::error_chain(&e) })?;
+        tx.execute("INSERT INTO almanac.dry_logins (login, task) VALUES ($1, $2)", &[&name, &plugin.name()]).await?;
+        access::grant_present(&*tx, &name, &plugin.spec.tables, true).await?;
+        // Of the host's bookkeeping, a dry run only publishes.
+        tx.batch_execute(&format!(
+            "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA almanac_job FROM {q}; GRANT EXECUTE ON FUNCTION almanac_job.publish(text, text, bytea, text) TO {q}"
+        ))
+        .await?;
+        if !plugin.spec.setup.is_empty() {
+            access::open_setup(&*tx, &name, &plugin.spec.writable()).await?;
+        }
+        tx.commit().await?;
+        Ok(DryRole { name, password })
+    }
+
+    /// Drop the role and everything granted to it. `kept`: the dry run committed, and the
+    /// tables its setup made become the task's own role's (as a deploy would make them).
+    async fn drop(self, host: &mut crate::db::Conn, kept: Option<&Plugin>) -> anyhow::Result<()> {
+        if let Some(plugin) = kept {
+            let live = crate::access::role_name(plugin.name(), &host.one("SELECT current_database()::text", &[]).await?.get::<_, String>(0));
+            crate::access::ensure_role(&***host, &live).await?;
+            host.batch_execute(&format!("REASSIGN OWNED BY {} TO {}", crate::db::quote_ident(&self.name), crate::db::quote_ident(&live))).await?;
+        }
+        forget(host, &self.name).await
+    }
+
+    /// The roles of dry runs that never finished (their process died), made over
+    /// [`ABANDONED`] ago in this database.
+    async fn drop_abandoned(host: &mut crate::db::Conn) -> anyhow::Result<()> {
+        let rows = host.rows(&format!("SELECT login FROM almanac.dry_logins WHERE made_at < now() - interval '{ABANDONED}'"), &[]).await?;
+        for row in rows {
+            forget(host, &row.get::<_, String>(0)).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn forget(host: &mut crate::db::Conn, name: &str) -> anyhow::Result<()> {
+    let q = crate::db::quote_ident(name);
+    let tx = host.transaction().await?;
+    if tx.opt("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", &[&name]).await?.is_some() {
+        tx.batch_execute(&format!("DROP OWNED BY {q}; DROP ROLE {q}")).await?;
+    }
+    tx.execute("DELETE FROM almanac.dry_logins WHERE login = $1", &[&name]).await?;
+    tx.commit().await?;
+    Ok(())
 }

@@ -98,12 +98,8 @@ impl Host {
         };
         if options.migrate {
             let applied = match (options.pooled, &session) {
-                (false, _) => migrate::run(&mut conn).await?,
-                (true, Some(direct)) => {
-                    let (mut client, connection) = direct.role("migrate").connect().await?;
-                    tokio::spawn(connection);
-                    migrate::run(&mut client).await?
-                }
+                (false, _) => migrate::run(&target).await?,
+                (true, Some(direct)) => migrate::run(direct).await?,
                 (true, None) => {
                     migrate::check_current(&**conn).await?;
                     Vec::new()
@@ -121,7 +117,8 @@ impl Host {
         }
         let listen = session.map(|s| s.role("listen"));
         access::check_host_role(&**conn).await?;
-        let runtime = Runtime::new(options.limits.clone(), options.cache_dir.clone(), target.tls.clone())?;
+        let database: String = conn.query_one("SELECT current_database()::text", &[]).await?.get(0);
+        let runtime = Runtime::new(options.limits.clone(), options.cache_dir.clone(), target.tls.clone(), &database)?;
         // A configuration mistake stops the start: running with a setting silently
         // ignored is worse than not running.
         let file = options.config.as_deref().map(crate::config::Config::load).transpose()?;

@@ -20,8 +20,10 @@ use crate::db::{Sql, Target};
 const CREDENTIALS: &str = "SELECT login, password FROM almanac.plugin_logins WHERE task = $1";
 const STORE: &str = "INSERT INTO almanac.plugin_logins (login, task, password) VALUES ($1, $2, $3)
      ON CONFLICT (login) DO UPDATE SET task = EXCLUDED.task, password = EXCLUDED.password, rotated_at = now()";
-/// Whether the login exists as a role, can log in, and has its password recorded here.
-const LOGIN_STATE: &str = "SELECT r.rolcanlogin, EXISTS (SELECT 1 FROM almanac.plugin_logins l WHERE l.login = r.rolname AND l.task = $2)
+/// Whether the login exists as a role, can log in, has its password recorded here, and
+/// is a member of the task's role ($3).
+const LOGIN_STATE: &str = "SELECT r.rolcanlogin, EXISTS (SELECT 1 FROM almanac.plugin_logins l WHERE l.login = r.rolname AND l.task = $2),
+            EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles t ON t.oid = m.roleid WHERE m.member = r.oid AND t.rolname = $3)
      FROM pg_roles r WHERE r.rolname = $1";
 
 /// Sent after a transaction in a plugin's session ends: whatever its statements may have
@@ -57,7 +59,7 @@ impl LoginError {
 }
 
 /// A fresh random password: 32 bytes of the OS's randomness, hex-encoded.
-fn new_password() -> String {
+pub fn new_password() -> String {
     use rand::RngCore;
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
@@ -66,20 +68,7 @@ fn new_password() -> String {
 
 /// The login role of `task` in `database`: at most 63 bytes, distinct per (database, task).
 pub fn login_name(task: &str, database: &str) -> String {
-    use sha2::Digest;
-    let db = &hex::encode(sha2::Sha256::digest(database.as_bytes()))[..8];
-    let name = format!("almanac_login_{task}_{db}");
-    if name.len() <= 63 {
-        return name;
-    }
-    // 14 + 31 + 1 + 8 + 1 + 8 = 63 bytes; the digest after a `.`, which no task name
-    // holds, so no short task's login can be named like a long one's (access::role_name).
-    let digest = hex::encode(sha2::Sha256::digest(task.as_bytes()));
-    let mut cut = 31;
-    while !task.is_char_boundary(cut.min(task.len())) {
-        cut -= 1;
-    }
-    format!("almanac_login_{}.{}_{db}", &task[..cut.min(task.len())], &digest[..8])
+    crate::access::scoped_name("almanac_login_", task, database)
 }
 
 /// Make `task`'s login in this database (a member of `role`, the task's role, alone)
@@ -87,16 +76,21 @@ pub fn login_name(task: &str, database: &str) -> String {
 /// password either way). The password reaches the server only as a SCRAM-SHA-256
 /// verifier, so no server log can show it. Runs inside the caller's transaction, which
 /// holds the setup lock.
-pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str, role: &str, rotate: bool) -> Result<(), tokio_postgres::Error> {
+/// Returns the login's name.
+pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str, role: &str, rotate: bool) -> Result<String, tokio_postgres::Error> {
     let database: String = tx.one("SELECT current_database()::text", &[]).await?.get(0);
     let login = login_name(task, &database);
-    let state = tx.opt(LOGIN_STATE, &[&login, &task]).await?.map(|row| (row.get::<_, bool>(0), row.get::<_, bool>(1)));
-    if state == Some((true, true)) && !rotate {
+    let state = tx.opt(LOGIN_STATE, &[&login, &task, &role]).await?.map(|row| (row.get::<_, bool>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)));
+    if let (Some((true, true, member)), false) = (state, rotate) {
         // A login may set its own session defaults (`ALTER ROLE CURRENT_USER SET
         // work_mem = ...`), which would outlive RESET ALL and every session: gone at
         // each load.
         tx.batch_execute(&format!("ALTER ROLE {} RESET ALL", crate::db::quote_ident(&login))).await?;
-        return Ok(());
+        if !member {
+            // The task's role is new (per database since V18's version).
+            tx.batch_execute(&format!("GRANT {} TO {}", crate::db::quote_ident(role), crate::db::quote_ident(&login))).await?;
+        }
+        return Ok(login);
     }
     let password = new_password();
     let verifier = postgres_protocol::password::scram_sha_256(password.as_bytes());
@@ -107,7 +101,7 @@ pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str,
     };
     tx.batch_execute(&statement).await?;
     tx.exec(STORE, &[&login, &task, &password]).await?;
-    Ok(())
+    Ok(login)
 }
 
 /// One plugin login, as `almanac logins` lists it.
@@ -127,8 +121,9 @@ pub async fn list(client: &impl Sql) -> Result<Vec<Login>, tokio_postgres::Error
 pub async fn rotate(client: &mut tokio_postgres::Client, task: Option<&str>) -> Result<Vec<String>, tokio_postgres::Error> {
     let tx = client.transaction().await?;
     let tasks: Vec<String> = list(&tx).await?.into_iter().map(|l| l.task).filter(|t| task.is_none_or(|only| only == t)).collect();
+    let database: String = tx.one("SELECT current_database()::text", &[]).await?.get(0);
     for task in &tasks {
-        ensure(&tx, task, &crate::access::role_name(task), true).await?;
+        ensure(&tx, task, &crate::access::role_name(task, &database), true).await?;
     }
     tx.commit().await?;
     Ok(tasks)
@@ -170,6 +165,15 @@ impl Logins {
             Err(e) => return Err(refused(e)),
         }
         self.pool(task).await?.get().await.map_err(refused)
+    }
+
+    /// A session of another login than `task`'s own (a dry run's), closed when dropped.
+    pub async fn session_as(&self, task: &str, login: &str, password: &str) -> Result<Conn, LoginError> {
+        let refused = |reason: String| LoginError::Connect { task: task.to_owned(), reason };
+        let mut target = self.target.role(&format!("plugin {task} (dry run)"));
+        target.config.user(login).password(password);
+        let pool = Pool::new(&target, 1).map_err(|e| refused(e.to_string()))?;
+        pool.get().await.map_err(|e| refused(crate::db::error_chain(&e)))
     }
 
     /// Drop `task`'s pool (its login changed): the next [`Logins::get`] reads it anew.

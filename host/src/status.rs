@@ -16,8 +16,10 @@ pub struct TaskStatus {
     pub cursor: Option<DateTime<Utc>>,
     pub next_slot: Option<DateTime<Utc>>,
     pub paused: bool,
-    /// `almanac hold`: none of its jobs starts on any host.
+    /// `almanac hold`, or too many server crashes: none of its jobs starts on any host.
     pub held: bool,
+    /// Why: the operator's reason, or the crashes that held it.
+    pub held_reason: Option<String>,
     pub pending: i64,
     /// Pending jobs a worker holds locked right now.
     pub running: i64,
@@ -64,6 +66,7 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 next_slot,
                 paused: r.get::<_, Option<bool>>(5).unwrap_or(false),
                 held: r.get::<_, Option<bool>>(13).unwrap_or(false),
+                held_reason: r.get(14),
                 pending: r.get(6),
                 done: r.get(7),
                 failed: r.get(8),
@@ -77,6 +80,14 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
             }
         })
         .collect())
+}
+
+impl TaskStatus {
+    /// Held by the claims sweep for server crashes (`executor/sweep_claims.sql` writes
+    /// the reason), not by an operator: an incident, which fails `status`.
+    pub fn held_for_crashes(&self) -> bool {
+        self.held && self.held_reason.as_deref().is_some_and(|r| r.starts_with("held automatically:"))
+    }
 }
 
 /// The table `almanac status` prints.
@@ -119,6 +130,9 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         ));
         if let Some(error) = below {
             out.push_str(&format!("    last error: {error}\n"));
+        }
+        if let (true, Some(why)) = (s.held, &s.held_reason) {
+            out.push_str(&format!("    held: {}\n", crate::text::printable(why)));
         }
     }
     let sum = |f: fn(&TaskStatus) -> i64| statuses.iter().map(f).sum::<i64>();

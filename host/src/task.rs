@@ -54,10 +54,14 @@ pub struct TaskSpec {
     /// The tables the plugin declares; its database role may use these and no others.
     pub tables: Vec<TableGrant>,
     pub setup: Vec<String>,
-    /// The database role its statements run under.
+    /// The database role its statements run under: the task's in the database it is
+    /// served in (or a dry run's own, [`crate::dryrun`]).
     pub role: String,
     /// The settings it takes.
     pub settings: Vec<SettingSpec>,
+    /// The functions and operators it declares it calls (`schema.name`), beyond the
+    /// host's allowlist of built-in functions.
+    pub calls: Vec<String>,
 }
 
 impl TaskSpec {
@@ -80,10 +84,12 @@ impl TaskSpec {
             setup: Vec::new(),
             role: String::new(),
             settings: Vec::new(),
+            calls: Vec::new(),
         }
     }
 
-    pub(crate) fn from_info(info: TaskInfo) -> Result<TaskSpec, String> {
+    /// `describe()`'s answer, checked, for a task served in `database`.
+    pub(crate) fn from_info(info: TaskInfo, database: &str) -> Result<TaskSpec, String> {
         let name_ok =
             !info.name.is_empty() && info.name.len() <= 64 && info.name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
         if !name_ok {
@@ -134,8 +140,16 @@ impl TaskSpec {
                 None => tables.push(TableGrant { name: declared.name, write }),
             }
         }
+        let mut calls: Vec<String> = Vec::new();
+        for call in info.calls {
+            crate::access::check_call_name(&call).map_err(|e| format!("task {:?}: {e}", info.name))?;
+            if !calls.contains(&call) {
+                calls.push(call);
+            }
+        }
         Ok(TaskSpec {
-            role: crate::access::role_name(&info.name),
+            role: crate::access::role_name(&info.name, database),
+            calls,
             name: info.name,
             version: info.version,
             schedule,

@@ -155,7 +155,7 @@ class TaskInfo:
     def __init__(self, name: str, schedule: Optional[str], zone: str = "UTC"):
         self._info = _wit.TaskInfo(
             name=name, version="0.0.0", schedule=schedule, zone=zone, catch_up=_wit.CatchUp_All(),
-            max_attempts=5, timeout_ms=30_000, tables=[], setup=[], settings=[],
+            max_attempts=5, timeout_ms=30_000, tables=[], setup=[], settings=[], calls=[],
         )
 
     @staticmethod
@@ -189,6 +189,13 @@ class TaskInfo:
     def _tables(self, tables: Any, access: Any) -> "TaskInfo":
         for name in tables:
             self._info.tables = [t for t in self._info.tables if t.name != name] + [_wit.TableAccess(name, access)]
+        return self
+
+    def calls(self, *functions: str) -> "TaskInfo":
+        """Functions of the database the plugin's SQL calls beyond the host's built-in
+        allowlist, each with its schema (`"public.credit"`), called as written. A declared
+        SECURITY DEFINER function runs with its owner's rights."""
+        self._info.calls += [f for f in functions if f not in self._info.calls]
         return self
 
     def setup(self, *statements: str) -> "TaskInfo":

@@ -271,7 +271,7 @@ async fn claim_at_depth(cluster: &Cluster, options: &Options) -> anyhow::Result<
         bail!("the claim does not read the partial index jobs_pending of each partition in claim order (a sort or a table scan):\n{plan}");
     }
     // Claims wait for a sweep on this run of the server, as a host makes at start.
-    crate::executor::claims::sweep(&client, crate::executor::transient::BUDGET, &[]).await?;
+    crate::executor::claims::sweep(&client, crate::executor::Options::default().budgets(), &[]).await?;
     // The claim runs in a session of the task's login, as a host runs it.
     let login = client.query_one("SELECT login, password FROM almanac.plugin_logins WHERE task = $1", &[&TASK]).await?;
     let url =

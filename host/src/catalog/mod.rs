@@ -20,6 +20,7 @@ use crate::metrics::Metrics;
 use crate::plugin::{LoadError, Loaded, Plugin, PluginFile, Registry, Runtime};
 use crate::{access, scheduler};
 
+pub mod calls;
 pub mod refused;
 use refused::Refused;
 
@@ -140,6 +141,12 @@ impl Folder {
     /// Returns what was refused; an error only when the folder cannot be read.
     pub async fn scan(&mut self, conn: &mut Conn) -> anyhow::Result<Vec<Refusal>> {
         self.reread_config();
+        // Functions made since the last read count from now on (the database away: the
+        // names known stay, and nothing loads this time anyway).
+        match calls::attribute_callable(&***conn).await {
+            Ok(names) => self.runtime.policy.learn_functions(names),
+            Err(e) => tracing::debug!("cannot read the database's functions: {}", crate::db::error_chain(&e)),
+        }
         let files = wasm_files(&self.dir)?;
         let current = self.loaded.load_full();
         let mut next = Registry::default();
@@ -476,7 +483,7 @@ async fn install(
     let spec = &plugin.spec;
     let pool = Conn::pool(conn).context("a host connection outside its pool")?;
     let lock = access::SetupLock::take(&pool).await?;
-    open_login(conn, plugin, policy, false).await?;
+    let login = open_login(conn, plugin, policy).await?;
     if !spec.setup.is_empty() {
         let setup = async {
             let mut session = logins.get(plugin.name()).await?;
@@ -499,11 +506,18 @@ async fn install(
         }
     }
     let tx = conn.transaction().await?;
+    // In the transaction of the grants: a job running meanwhile never finds its tables
+    // neither the old role's nor the new one's.
+    access::retire_shared_role(&*tx, plugin.name(), &spec.role, &login).await?;
     access::grant(&*tx, &spec.role, &spec.tables).await?;
+    let calls = calls::resolve(&*tx, &spec.calls).await?;
+    for warning in calls.iter().filter_map(calls::Call::warning) {
+        tracing::warn!(task = %plugin.name(), "{warning}");
+    }
     tx.exec(
-        "INSERT INTO almanac.plugins (name, digest, version) VALUES ($1, $2, $3)
-         ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, loaded_at = now()",
-        &[&plugin.name(), &plugin.digest, &spec.version],
+        "INSERT INTO almanac.plugins (name, digest, version, calls) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, calls = EXCLUDED.calls, loaded_at = now()",
+        &[&plugin.name(), &plugin.digest, &spec.version, &serde_json::to_value(&calls)?],
     )
     .await?;
     if let Some(source) = register {
@@ -520,57 +534,28 @@ async fn install(
 }
 
 /// The plugin's setup statements, checked by the statement policy.
-async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
+pub async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
     let spec = &plugin.spec;
     let writable = spec.writable();
     let declared: Vec<String> = spec.tables.iter().map(|t| t.name.clone()).collect();
     for statement in &spec.setup {
-        policy.check_setup(plugin.name(), statement, &writable, &declared).await.with_context(|| format!("setup statement {statement:?}"))?;
+        policy.check_setup(plugin.name(), statement, &writable, &declared, &spec.calls).await.with_context(|| format!("setup statement {statement:?}"))?;
     }
     Ok(())
 }
 
-/// What a dry run needs before its plugin's session opens, committed on `client`: the
-/// plugin's role as a login, the right to run its setup, and grants of the declared
-/// tables that exist already (roles are cluster-wide, and a session can only log in as
-/// a committed role). The setup itself runs in the dry run's own transaction
-/// ([`dry_setup`]), rolled back with it. The caller holds an [`access::SetupLock`] from
-/// here to [`finish_login`].
-pub async fn prepare_login(client: &mut Conn, plugin: &Plugin, policy: &Policy) -> anyhow::Result<()> {
-    open_login(client, plugin, policy, true).await
-}
-
 /// Committed before a plugin's session can open (under the setup lock the caller holds):
-/// its setup checked, its role, its login, with `grant_existing` grants of the declared tables that
-/// exist already, and the right to create tables for its setup.
-async fn open_login(conn: &mut Conn, plugin: &Plugin, policy: &Policy, grant_existing: bool) -> anyhow::Result<()> {
+/// its setup checked, its role, its login, and the right to create tables for its setup.
+/// Returns the login's name.
+async fn open_login(conn: &mut Conn, plugin: &Plugin, policy: &Policy) -> anyhow::Result<String> {
     let spec = &plugin.spec;
     check_setup(plugin, policy).await?;
     access::ensure_role(&***conn, &spec.role).await?;
     let tx = conn.transaction().await?;
-    crate::login::ensure(&*tx, plugin.name(), &spec.role, false).await?;
-    if grant_existing {
-        // Before open_setup: a grant revokes what the role held on schemas first.
-        access::grant_present(&*tx, &spec.role, &spec.tables, true).await?;
-    }
+    let login = crate::login::ensure(&*tx, plugin.name(), &spec.role, false).await?;
     if !spec.setup.is_empty() {
         access::open_setup(&*tx, &spec.role, &spec.writable()).await?;
     }
     tx.commit().await?;
-    Ok(())
-}
-
-/// A dry run's setup, in the plugin's session and the dry run's open transaction.
-pub async fn dry_setup(session: &(impl tokio_postgres::GenericClient + Sql), plugin: &Plugin) -> anyhow::Result<()> {
-    access::run_setup(session, &plugin.spec.role, &plugin.spec.setup).await?;
-    Ok(())
-}
-
-/// After a dry run: the setup's right to create tables taken back.
-pub async fn finish_login(client: &mut Conn, plugin: &Plugin) -> anyhow::Result<()> {
-    // One transaction, so a job running meanwhile never sees the role without its tables.
-    let tx = client.transaction().await?;
-    access::grant_present(&*tx, &plugin.spec.role, &plugin.spec.tables, true).await?;
-    tx.commit().await?;
-    Ok(())
+    Ok(login)
 }

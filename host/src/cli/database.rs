@@ -83,8 +83,7 @@ pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path
     let url = cluster.provision(dbname).await?;
     // The private cluster is Almanac's own: its databases hold Almanac's tables from the
     // first command on (`almanac status` on a fresh one failed on a missing table).
-    let (mut client, _conn) = Database::direct(&url).connect().await?;
-    let applied = almanac::migrate::run_to(&mut client, None).await?;
+    let applied = almanac::migrate::run(&Database::direct(&url).target()?).await?;
     if !applied.is_empty() {
         tracing::info!(database = dbname, migrations = applied.len(), "migrated the private cluster's database");
     }

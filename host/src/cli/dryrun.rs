@@ -81,8 +81,7 @@ pub async fn scratch(data_dir: &std::path::Path, name: &str) -> anyhow::Result<E
         .await?
         .context("cannot start the private PostgreSQL cluster")?;
     let url = cluster.provision_fresh(name).await?;
-    let (mut client, _conn) = super::database::Database::direct(&url).connect().await?;
-    almanac::migrate::run(&mut client).await?;
+    almanac::migrate::run(&super::database::Database::direct(&url).target()?).await?;
     println!("{url}");
     Ok(ExitCode::SUCCESS)
 }
@@ -95,14 +94,14 @@ async fn prepare(database: &super::database::Database, data_dir: &std::path::Pat
     let pool = db::Pool::new(&target, 3)?;
     // A dry run works on any database: one Almanac never ran on is migrated first.
     if !database.pooled {
-        let mut conn = pool.get().await?;
-        let applied = almanac::migrate::run(&mut conn).await?;
+        let applied = almanac::migrate::run(&target).await?;
         if !applied.is_empty() {
             eprintln!("migrated the database first ({} migrations): a dry run needs Almanac's tables", applied.len());
         }
     }
     let logins = almanac::login::Logins::new(&target, pool.clone(), 1);
-    let runtime = plugin::Runtime::new(plugin::Limits::default(), Some(data_dir.join("cache")), target.tls.clone())?;
+    let database: String = pool.get().await?.query_one("SELECT current_database()::text", &[]).await?.get(0);
+    let runtime = plugin::Runtime::new(plugin::Limits::default(), Some(data_dir.join("cache")), target.tls.clone(), &database)?;
     let config = source.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists()));
     let plugin = dryrun::load(&runtime, &source.plugins, config.as_deref(), &source.task).await?;
     let slot = super::database::parse_slot(plugin.spec.schedule.as_ref(), &source.slot).context("--slot")?;

@@ -224,7 +224,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Status(args) => return status::run(&almanac_db().await?, args).await,
         Command::Enqueue(args) => return enqueue::run(&almanac_db().await?, args).await,
         Command::Migrate { to } => {
-            // Migrating holds a session's advisory lock: never through a transaction pooler.
+            // Migrating holds a lock for its whole length: never through a transaction pooler.
             let database = match (cli.pooler, &cli.direct_url) {
                 (false, _) => almanac_db().await?,
                 (true, Some(direct)) => Database::direct(direct),
@@ -232,8 +232,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
                     "almanac migrate needs a session, which a transaction pooler does not give: give --direct-url, or run it without --pooler against PostgreSQL itself"
                 ),
             };
-            let (mut client, _conn) = database.connect().await?;
-            let applied = almanac::migrate::run_to(&mut client, to).await?;
+            let applied = almanac::migrate::run_to(&database.target()?, to).await?;
             println!("{} migration(s) applied", applied.len());
         }
         Command::Run(args) => return run::run(args, &cli.data_dir, almanac_db(), cli.pooler, cli.direct_url.clone(), shutdown).await,

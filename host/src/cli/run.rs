@@ -54,9 +54,14 @@ pub struct RunArgs {
     #[arg(long = "deny-function", value_name = "NAME")]
     deny_functions: Vec<String>,
     /// Fail a job without running it again once the host (or connection) running it
-    /// has ended this many times before the job did.
+    /// has ended this many times before the job did; and hold a task (as `almanac hold`
+    /// does) once the database server crashed this many times while its jobs ran,
+    /// within --poison-window.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..))]
     poison_after: i32,
+    /// The window in which a task's server crashes are counted against --poison-after.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    poison_window: Duration,
     /// Retry a job this many times after transient database errors (a deadlock, a
     /// serialization failure, a server restart or failover) before failing it; these
     /// are never counted against a task's max_attempts.
@@ -139,6 +144,7 @@ impl RunArgs {
                 retry_max: self.retry_max,
                 poll_interval: self.poll_interval,
                 poison_after: self.poison_after,
+                poison_window: self.poison_window,
                 transient_retries: self.transient_retries,
                 task_workers: self.task_workers.map(usize::from),
                 ..executor::Options::default()

@@ -324,7 +324,9 @@ pub async fn apply(database: &super::database::Database, data_dir: &std::path::P
     let (registry, _host) = match args.dry_run {
         true => {
             let tls = database.target()?.tls;
-            let runtime = almanac::plugin::Runtime::new(almanac::plugin::Limits::default(), Some(data_dir.join("cache")), tls)?;
+            let (client, _conn) = database.connect().await?;
+            let name: String = client.query_one("SELECT current_database()::text", &[]).await?.get(0);
+            let runtime = almanac::plugin::Runtime::new(almanac::plugin::Limits::default(), Some(data_dir.join("cache")), tls, &name)?;
             let (registry, refused) = almanac::catalog::load_only(&runtime, &args.plugins).await?;
             for why in refused {
                 eprintln!("not loaded: {why}");

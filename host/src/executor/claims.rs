@@ -181,7 +181,7 @@ async fn write(conn: &Conn, host: &str, batch: &[Request]) -> Result<(), tokio_p
 }
 
 /// What one sweep found.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Swept {
     /// Orphaned claim rows taken.
     pub orphans: i64,
@@ -195,10 +195,22 @@ pub struct Swept {
     pub interrupted: i64,
     /// When the sweep began, by the server's clock.
     pub began: DateTime<Utc>,
+    /// Tasks this sweep held: charged with too many server crashes.
+    pub held: Vec<String>,
 }
 
-/// Take every orphaned claim and count what it says on the jobs.
-/// `budget`: interruptions a job may have before it fails (`Options::transient_retries`).
+/// What the sweep counts against: a job's interruptions, a task's server crashes.
+#[derive(Debug, Clone, Copy)]
+pub struct Budgets {
+    /// Interruptions a job may have before it fails (`Options::transient_retries`).
+    pub transient: i32,
+    /// Server crashes charged to a task within `poison_window` that hold it.
+    pub poison_after: i32,
+    pub poison_window: std::time::Duration,
+}
+
+/// Take every orphaned claim and count what it says on the jobs, and each server crash
+/// on the tasks that were running (holding one charged too often).
 ///
 /// A job an orphan lists that another batch holds now is waited for, a second at most
 /// (`lock_timeout`): that batch may itself wait for its claim to be recorded, and the
@@ -208,10 +220,11 @@ pub struct Swept {
 ///
 /// `running`: backends whose batch this host has not settled yet (their orphans wait:
 /// [`Hold`]).
-pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i32, running: &[Backend]) -> Result<Swept, tokio_postgres::Error> {
+pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budgets: Budgets, running: &[Backend]) -> Result<Swept, tokio_postgres::Error> {
     let pids: Vec<i32> = running.iter().map(|b| b.pid).collect();
     let starts: Vec<DateTime<Utc>> = running.iter().map(|b| b.started).collect();
-    let params: [&dyn crate::db::Param; 3] = [&budget, &pids, &starts];
+    let window = format!("{} seconds", budgets.poison_window.as_secs());
+    let params: [&dyn crate::db::Param; 5] = [&budgets.transient, &pids, &starts, &budgets.poison_after, &window];
     let (begun, row, committed) =
         futures_util::join!(conn.batch_execute("BEGIN; SET LOCAL lock_timeout = '1s'"), conn.one(SWEEP_CLAIMS, &params), conn.batch_execute("COMMIT"));
     begun?;
@@ -223,7 +236,8 @@ pub async fn sweep(conn: &(impl tokio_postgres::GenericClient + Sql), budget: i3
         }
     };
     committed?;
-    Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2), interrupted: row.get(3), began: row.get(4) })
+    let held: Option<Vec<String>> = row.get(5);
+    Ok(Swept { orphans: row.get(0), crashed: row.get(1), marked: row.get(2), interrupted: row.get(3), began: row.get(4), held: held.unwrap_or_default() })
 }
 
 /// One sweep at a time per host, when the last one began (by the server's clock), and
@@ -295,15 +309,15 @@ impl Drop for Hold {
 }
 
 /// Sweep once, saying what was found.
-pub async fn sweep_once(pool: &Pool, budget: i32, gate: &SweepGate, shutdown: &CancellationToken) {
-    sweep_since(pool, budget, gate, None, shutdown).await
+pub async fn sweep_once(pool: &Pool, budgets: Budgets, gate: &SweepGate, shutdown: &CancellationToken) {
+    sweep_since(pool, budgets, gate, None, shutdown).await
 }
 
 /// Sweep unless a sweep began after `since` (a backend's start). A worker on a backend
 /// younger than the last sweep sweeps before it claims: after a server crash every
 /// backend is new, and a job the crash orphaned must be marked before anyone claims it
 /// again, or a job that kills the server runs again as if nothing happened.
-pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Option<DateTime<Utc>>, shutdown: &CancellationToken) {
+pub async fn sweep_since(pool: &Pool, budgets: Budgets, gate: &SweepGate, since: Option<DateTime<Utc>>, shutdown: &CancellationToken) {
     let mut last = gate.last.lock().await;
     if since.is_some_and(|since| last.is_some_and(|began| began > since)) {
         return;
@@ -314,7 +328,7 @@ pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Opti
     let mut tries = 0;
     let swept = loop {
         let Ok(conn) = crate::db::connect(pool, shutdown).await else { return };
-        match sweep(&**conn, budget, &gate.running()).await {
+        match sweep(&**conn, budgets, &gate.running()).await {
             Err(e) if e.as_db_error().is_none() && tries < 3 => {
                 tries += 1;
                 conn.close();
@@ -333,6 +347,12 @@ pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Opti
                      the others run alone from now on"
                 );
             }
+            for task in &swept.held {
+                tracing::error!(
+                    %task, crashes = budgets.poison_after, window = ?budgets.poison_window,
+                    "task HELD: the database server crashed this many times while its jobs ran; no job of it starts until `almanac release {task}`"
+                );
+            }
             if swept.interrupted > 0 {
                 tracing::info!(
                     jobs = swept.interrupted,
@@ -346,12 +366,12 @@ pub async fn sweep_since(pool: &Pool, budget: i32, gate: &SweepGate, since: Opti
 
 /// Sweep every `every` until `shutdown` (the executor sweeps once itself before its
 /// workers claim anything, so a host restarting after a crash counts it first).
-pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budget: i32, gate: std::sync::Arc<SweepGate>, shutdown: CancellationToken) {
+pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budgets: Budgets, gate: std::sync::Arc<SweepGate>, shutdown: CancellationToken) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.cancelled() => return,
         }
-        sweep_once(&pool, budget, &gate, &shutdown).await;
+        sweep_once(&pool, budgets, &gate, &shutdown).await;
     }
 }

@@ -62,6 +62,9 @@ pub struct Options {
     /// failed without running again, so it cannot take down host after host.
     /// Defaults to 3.
     pub poison_after: i32,
+    /// A task charged with `poison_after` server crashes within this long is held.
+    /// Defaults to 24 h.
+    pub poison_window: Duration,
     /// How often orphaned claims are swept (`claims::sweep`). Defaults to 1 s.
     pub sweep_interval: Duration,
     /// Workers one task's batches may hold at once ([`share::per_task`]). Defaults to
@@ -83,10 +86,18 @@ impl Default for Options {
             retry_max: Duration::from_secs(3600),
             poll_interval: Duration::from_secs(1),
             poison_after: 3,
+            poison_window: Duration::from_secs(24 * 3600),
             sweep_interval: Duration::from_secs(1),
             task_workers: None,
             transient_retries: transient::BUDGET,
         }
+    }
+}
+
+impl Options {
+    /// What the claims sweep counts against.
+    pub fn budgets(&self) -> claims::Budgets {
+        claims::Budgets { transient: self.transient_retries, poison_after: self.poison_after, poison_window: self.poison_window }
     }
 }
 
@@ -145,9 +156,9 @@ pub async fn run(
         busy: Default::default(),
         sweeping: Default::default(),
     });
-    claims::sweep_once(&pool, options.transient_retries, &context.sweeping, &shutdown).await;
+    claims::sweep_once(&pool, options.budgets(), &context.sweeping, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
-    workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, options.transient_retries, context.sweeping.clone(), shutdown.clone()));
+    workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, options.budgets(), context.sweeping.clone(), shutdown.clone()));
     for id in 0..options.workers {
         let worker = Worker { id, pool: pool.clone(), context: context.clone(), metrics: metrics.clone() };
         let (wake, shutdown) = (wake.clone(), shutdown.clone());
@@ -284,7 +295,7 @@ impl Worker {
                         // The server's backends died with it: count the batch on its
                         // jobs before they are claimed again (else a job done meanwhile
                         // would keep no record of the interruption).
-                        claims::sweep_once(&self.pool, self.context.options.transient_retries, &self.context.sweeping, &shutdown).await;
+                        claims::sweep_once(&self.pool, self.context.options.budgets(), &self.context.sweeping, &shutdown).await;
                     }
                 }
             }
@@ -295,7 +306,7 @@ impl Worker {
         let conn = self.context.logins.get(task).await.map_err(|e| e.to_string())?;
         let backend = claims::Backend::of(&conn).await.map_err(|e| crate::db::error_chain(&e))?;
         let options = &self.context.options;
-        claims::sweep_since(&self.pool, options.transient_retries, &self.context.sweeping, Some(backend.started), shutdown).await;
+        claims::sweep_since(&self.pool, options.budgets(), &self.context.sweeping, Some(backend.started), shutdown).await;
         // Through a pooler this backend serves whoever comes next: each batch reads its own.
         let backend = match conn.pooled() {
             true => claims::Backend { pid: 0, started: DateTime::<Utc>::UNIX_EPOCH },

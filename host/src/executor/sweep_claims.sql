@@ -30,6 +30,27 @@ WITH server AS (
                    WHEN c.incarnation IS NOT NULL AND c.incarnation <> (SELECT incarnation FROM server) THEN 'server'
                    WHEN c.interrupted THEN 'restart'
                    ELSE 'host' END AS why
+), charged AS (
+    -- A server crash is the charge of every task that had jobs running when it happened
+    -- (migrations/V20__crash_charges.sql): once per task per crash.
+    INSERT INTO almanac.task_crashes (task, incarnation)
+    SELECT DISTINCT t.task, (SELECT incarnation FROM server)
+    FROM orphaned o, unnest(o.tasks) AS t(task)
+    WHERE o.why = 'server'
+    ON CONFLICT DO NOTHING
+    RETURNING task
+), held AS (
+    -- Charged $4 times within $5 (this charge included): held, as `almanac hold` does.
+    UPDATE ONLY almanac.schedules s
+    SET held = true, updated_at = now(),
+        held_reason = format('held automatically: %s server crashes while its jobs ran, within %s (--poison-after, --poison-window); '
+                             'fix the plugin or the server''s memory, then `almanac release %s`', $4::int, $5::text, s.task)
+    WHERE s.task IN (SELECT task FROM charged) AND NOT s.held
+      AND 1 + (SELECT count(*) FROM almanac.task_crashes c WHERE c.task = s.task AND c.at > now() - $5::text::interval) >= $4::int
+    RETURNING s.task, s.revision, s.held_reason
+), held_recorded AS (
+    INSERT INTO almanac.changes (task, revision, action, before, after, origin, reason)
+    SELECT task, revision, 'hold', 'false', 'true', 'almanac (server crashes)', held_reason FROM held
 ), listed AS (
     SELECT o.host, o.claimed_at, cardinality(o.keys) = 1 AS alone, o.why, k.task, k.slot, k.key, k.attempts
     FROM orphaned o, unnest(o.tasks, o.slots, o.keys, o.attempts) AS k(task, slot, key, attempts)
@@ -74,5 +95,6 @@ SELECT (SELECT count(*) FROM orphaned),
        count(*) FILTER (WHERE counted),
        count(*) FILTER (WHERE NOT counted AND NOT interrupted),
        count(*) FILTER (WHERE interrupted),
-       statement_timestamp()
+       statement_timestamp(),
+       (SELECT array_agg(task) FROM held)
 FROM hit

@@ -6,7 +6,9 @@ SELECT coalesce(s.task, c.task) AS task,
        coalesce(c.pending, 0)   AS pending,
        coalesce(extract(epoch FROM now() - c.oldest_due)::float8, 0) AS oldest_pending_s,
        -- An on-demand task (no cron) generates nothing: it has no lag.
-       CASE WHEN s.cron IS NOT NULL THEN extract(epoch FROM now() - s.generated_through)::float8 END AS lag_s
+       CASE WHEN s.cron IS NOT NULL THEN extract(epoch FROM now() - s.generated_through)::float8 END AS lag_s,
+       -- `almanac hold`, or held for server crashes (migrations/V20__crash_charges.sql).
+       coalesce(s.held, false) AS held
 FROM ONLY almanac.schedules s
 FULL JOIN almanac.task_counts c ON c.task = s.task
 ORDER BY 1

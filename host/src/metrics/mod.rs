@@ -83,6 +83,7 @@ pub struct Metrics {
     pending: Family<TaskLabel, Gauge>,
     oldest_pending: Family<TaskLabel, FloatGauge>,
     lag: Family<TaskLabel, FloatGauge>,
+    held: Family<TaskLabel, Gauge>,
     outbox: Family<OutboxLabel, Gauge>,
     topic_failures: Family<TopicLabel, Gauge>,
     topic_open: Family<TopicLabel, Gauge>,
@@ -118,6 +119,7 @@ impl Default for Metrics {
             pending: Family::default(),
             oldest_pending: Family::default(),
             lag: Family::default(),
+            held: Family::default(),
             outbox: Family::default(),
             topic_failures: Family::default(),
             topic_open: Family::default(),
@@ -141,6 +143,11 @@ impl Default for Metrics {
         r.register("jobs_pending", "Pending jobs (all hosts)", m.pending.clone());
         r.register("jobs_oldest_pending_age_seconds", "Age of the oldest pending job (all hosts)", m.oldest_pending.clone());
         r.register("scheduler_lag_seconds", "Now minus the start of the newest generated slot", m.lag.clone());
+        r.register(
+            "task_held",
+            "1 while a task is held (almanac hold, or too many server crashes while its jobs ran): none of its jobs starts",
+            m.held.clone(),
+        );
         r.register("outbox_messages", "Outbox messages pending or dead (all hosts)", m.outbox.clone());
         r.register("outbox_delivery_failures", "Failed deliveries of a topic ever, on any host (take increase() of it)", m.topic_failures.clone());
         r.register("outbox_circuit_open", "1 while a topic's circuit breaker is open (its receiver is failing), else 0", m.topic_open.clone());
@@ -189,6 +196,7 @@ impl Metrics {
         self.pending.clear();
         self.oldest_pending.clear();
         self.lag.clear();
+        self.held.clear();
         self.outbox.clear();
         for family in [&self.topic_failures, &self.topic_open, &self.topic_paused] {
             family.clear();
@@ -211,6 +219,7 @@ impl Metrics {
                 if let Some(lag) = row.get::<_, Option<f64>>(3) {
                     self.lag.get_or_create(&label).set(lag);
                 }
+                self.held.get_or_create(&label).set(i64::from(row.get::<_, bool>(4)));
             }
             // A configured topic is reported at 0 when nothing waits in it, as Prometheus
             // users expect of a series that exists.

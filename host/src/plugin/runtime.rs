@@ -133,11 +133,14 @@ pub struct Runtime {
     pub policy: Arc<Policy>,
     /// How a cancel request reaches the database (over TLS when its connections are).
     cancel_tls: crate::db::Tls,
+    /// The database the plugins are served in: their roles are its own.
+    database: String,
     _ticker: std::thread::JoinHandle<()>,
 }
 
 impl Runtime {
-    pub fn new(limits: Limits, cache_dir: Option<PathBuf>, cancel_tls: crate::db::Tls) -> anyhow::Result<Arc<Runtime>> {
+    /// A runtime for plugins served in `database` (as `current_database()` names it).
+    pub fn new(limits: Limits, cache_dir: Option<PathBuf>, cancel_tls: crate::db::Tls, database: &str) -> anyhow::Result<Arc<Runtime>> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(limits.instances)
             // A Rust plugin is one or two core instances with one memory; a Python one
@@ -166,7 +169,7 @@ impl Runtime {
         wit::outbox::add_to_linker::<HostState, HasSelf<Session>>(&mut linker, |s| &mut s.db).map_err(wasm_error)?;
         wit::log::add_to_linker::<HostState, HasSelf<Logger>>(&mut linker, |s| &mut s.log).map_err(wasm_error)?;
         wit::config::add_to_linker::<HostState, HasSelf<Settings>>(&mut linker, |s| &mut s.config).map_err(wasm_error)?;
-        world::add_v0_1_to_linker(&mut linker).map_err(wasm_error)?;
+        world::add_older_to_linker(&mut linker).map_err(wasm_error)?;
         let ticker = {
             let engine = engine.weak();
             std::thread::Builder::new().name("almanac-epoch".into()).spawn(move || {
@@ -178,7 +181,7 @@ impl Runtime {
             })?
         };
         let policy = Arc::new(Policy::new(&limits.allow_functions, &limits.deny_functions).map_err(|e| anyhow::anyhow!(e))?);
-        Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, policy, cancel_tls, _ticker: ticker }))
+        Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, policy, cancel_tls, database: database.to_owned(), _ticker: ticker }))
     }
 
     /// Compile (or fetch from the cache) and describe one plugin file.
@@ -212,7 +215,7 @@ impl Runtime {
             suspensions: std::sync::atomic::AtomicU64::new(0),
         };
         let info = plugin.describe().await.map_err(|e| LoadError::Describe { file: name.clone(), reason: e.to_string() })?;
-        plugin.spec = TaskSpec::from_info(info).map_err(|reason| LoadError::Spec { file: name.clone(), reason })?;
+        plugin.spec = TaskSpec::from_info(info, &self.database).map_err(|reason| LoadError::Spec { file: name.clone(), reason })?;
         if plugin.spec.timeout > self.limits.max_timeout {
             tracing::warn!(
                 file = %name, task = %plugin.spec.name, declared = ?plugin.spec.timeout, cap = ?self.limits.max_timeout,
@@ -220,7 +223,7 @@ impl Runtime {
             );
             plugin.spec.timeout = self.limits.max_timeout;
         }
-        plugin.role = Some(Arc::new(crate::access::Role::new(&plugin.spec.role, &plugin.spec.tables)));
+        plugin.role = Some(Arc::new(crate::access::Role::new(&plugin.spec.role, &plugin.spec.calls)));
         Ok(plugin)
     }
 
@@ -335,6 +338,12 @@ impl Plugin {
     }
 
     /// Give its calls these settings from now on.
+    /// Run its statements under `role` rather than the task's own: a dry run's role.
+    pub fn run_as(&mut self, role: &str) {
+        self.spec.role = role.to_owned();
+        self.role = Some(Arc::new(crate::access::Role::new(role, &self.spec.calls)));
+    }
+
     pub fn set_settings(&self, settings: Settings) {
         self.settings.store(Arc::new(settings));
     }

@@ -1,28 +1,32 @@
-//! The worlds a plugin may be built for. `almanac:plugin@0.2.0` is current; a component
-//! built against 0.1.0 is instantiated through the 0.1.0 bindings and seen by the rest
-//! of the host exactly as a 0.2.0 one that declares a schedule and no settings. The
-//! imports of 0.1.0 are the same functions: they delegate to the 0.2.0 capabilities.
+//! The worlds a plugin may be built for. `almanac:plugin@0.3.0` is current; a component
+//! built against 0.2.0 or 0.1.0 is instantiated through that version's bindings and seen
+//! by the rest of the host exactly as a 0.3.0 one that declares no calls (and, for
+//! 0.1.0, a schedule and no settings). The imports of older versions are the same
+//! functions: they delegate to the 0.3.0 capabilities.
 use wasmtime::component::{Component, Linker, Resource};
 use wasmtime::{Engine, Store};
 
 use super::state::HostState;
 use crate::bindings::almanac::plugin::types::{DbError, Job, Rows, Slot, Value};
 use crate::bindings::exports::almanac::plugin::task::{Access, CatchUp, TableAccess, TaskError, TaskInfo};
-use crate::bindings::{v0_1, TaskPlugin, TaskPluginPre, Transaction, WIT_VERSIONS};
+use crate::bindings::{v0_1, v0_2, TaskPlugin, TaskPluginPre, Transaction, WIT_VERSIONS};
 use crate::capability::db::Session;
 use crate::capability::log::Logger;
 
 const TASK_V0_1: &str = "almanac:plugin/task@0.1.0";
+const TASK_V0_2: &str = "almanac:plugin/task@0.2.0";
 
 /// A component ready to instantiate, in the world it was built for.
 pub(super) enum Pre {
-    V2(TaskPluginPre<HostState>),
+    V3(TaskPluginPre<HostState>),
+    V2(v0_2::TaskPluginPre<HostState>),
     V1(v0_1::TaskPluginPre<HostState>),
 }
 
 /// One instance, in the world it was built for.
 pub(super) enum Instance {
-    V2(TaskPlugin),
+    V3(TaskPlugin),
+    V2(v0_2::TaskPlugin),
     V1(v0_1::TaskPlugin),
 }
 
@@ -33,7 +37,8 @@ impl Pre {
         let task = exported.iter().find(|name| name.starts_with("almanac:plugin/task"));
         let checked = linker.instantiate_pre(component).and_then(|pre| match task.map(String::as_str) {
             Some(TASK_V0_1) => v0_1::TaskPluginPre::new(pre).map(Pre::V1),
-            _ => TaskPluginPre::new(pre).map(Pre::V2),
+            Some(TASK_V0_2) => v0_2::TaskPluginPre::new(pre).map(Pre::V2),
+            _ => TaskPluginPre::new(pre).map(Pre::V3),
         });
         checked.map_err(|e| match task {
             Some(other) if !WIT_VERSIONS.iter().any(|v| other.ends_with(v.trim_start_matches("almanac:plugin"))) => {
@@ -45,6 +50,7 @@ impl Pre {
 
     pub(super) async fn instantiate(&self, store: &mut Store<HostState>) -> wasmtime::Result<Instance> {
         Ok(match self {
+            Pre::V3(pre) => Instance::V3(pre.instantiate_async(store).await?),
             Pre::V2(pre) => Instance::V2(pre.instantiate_async(store).await?),
             Pre::V1(pre) => Instance::V1(pre.instantiate_async(store).await?),
         })
@@ -54,7 +60,8 @@ impl Pre {
 impl Instance {
     pub(super) async fn describe(&self, store: &mut Store<HostState>) -> wasmtime::Result<TaskInfo> {
         match self {
-            Instance::V2(i) => i.almanac_plugin_task().call_describe(store).await,
+            Instance::V3(i) => i.almanac_plugin_task().call_describe(store).await,
+            Instance::V2(i) => i.almanac_plugin_task().call_describe(store).await.map(task_info_v0_2),
             Instance::V1(i) => i.almanac_plugin_task().call_describe(store).await.map(task_info),
         }
     }
@@ -68,14 +75,16 @@ impl Instance {
         limit: u32,
     ) -> wasmtime::Result<Result<Vec<String>, TaskError>> {
         match self {
-            Instance::V2(i) => i.almanac_plugin_task().call_plan(store, slot, tx, after, limit).await,
+            Instance::V3(i) => i.almanac_plugin_task().call_plan(store, slot, tx, after, limit).await,
+            Instance::V2(i) => Ok(i.almanac_plugin_task().call_plan(store, slot, tx, after, limit).await?.map_err(task_error_v0_2)),
             Instance::V1(i) => Ok(i.almanac_plugin_task().call_plan(store, slot, tx, after, limit).await?.map_err(task_error)),
         }
     }
 
     pub(super) async fn run(&self, store: &mut Store<HostState>, job: &Job, tx: Resource<Transaction>) -> wasmtime::Result<Result<(), TaskError>> {
         match self {
-            Instance::V2(i) => i.almanac_plugin_task().call_run(store, job, tx).await,
+            Instance::V3(i) => i.almanac_plugin_task().call_run(store, job, tx).await,
+            Instance::V2(i) => Ok(i.almanac_plugin_task().call_run(store, job, tx).await?.map_err(task_error_v0_2)),
             Instance::V1(i) => Ok(i.almanac_plugin_task().call_run(store, job, tx).await?.map_err(task_error)),
         }
     }
@@ -109,6 +118,7 @@ fn task_info(info: v0_1::exports::almanac::plugin::task::TaskInfo) -> TaskInfo {
             .collect(),
         setup: info.setup,
         settings: Vec::new(),
+        calls: Vec::new(),
     }
 }
 
@@ -116,61 +126,118 @@ fn task_error(e: v0_1::exports::almanac::plugin::task::TaskError) -> TaskError {
     TaskError { message: e.message, retryable: e.retryable }
 }
 
-/// Link the 0.1.0 imports; their `types` are 0.2.0's, an instance with no functions.
-pub(super) fn add_v0_1_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
+/// A 0.2.0 `task-info`: one that declares no calls.
+fn task_info_v0_2(info: v0_2::exports::almanac::plugin::task::TaskInfo) -> TaskInfo {
+    use crate::bindings::exports::almanac::plugin::task::Setting;
+    use v0_2::exports::almanac::plugin::task as old;
+    TaskInfo {
+        name: info.name,
+        version: info.version,
+        schedule: info.schedule,
+        zone: info.zone,
+        catch_up: match info.catch_up {
+            old::CatchUp::All => CatchUp::All,
+            old::CatchUp::Latest => CatchUp::Latest,
+            old::CatchUp::Window(secs) => CatchUp::Window(secs),
+        },
+        max_attempts: info.max_attempts,
+        timeout_ms: info.timeout_ms,
+        tables: info
+            .tables
+            .into_iter()
+            .map(|t| TableAccess {
+                name: t.name,
+                access: match t.access {
+                    old::Access::Read => Access::Read,
+                    old::Access::Write => Access::Write,
+                },
+            })
+            .collect(),
+        setup: info.setup,
+        settings: info.settings.into_iter().map(|s| Setting { name: s.name, default: s.default, doc: s.doc }).collect(),
+        calls: Vec::new(),
+    }
+}
+
+fn task_error_v0_2(e: v0_2::exports::almanac::plugin::task::TaskError) -> TaskError {
+    TaskError { message: e.message, retryable: e.retryable }
+}
+
+/// Link the 0.1.0 and 0.2.0 imports; their `types` are 0.3.0's, an instance with no
+/// functions.
+pub(super) fn add_older_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime::component::HasSelf;
     linker.instance("almanac:plugin/types@0.1.0")?;
     v0_1::almanac::plugin::db::add_to_linker::<HostState, HasSelf<Session>>(linker, |s| &mut s.db)?;
     v0_1::almanac::plugin::outbox::add_to_linker::<HostState, HasSelf<Session>>(linker, |s| &mut s.db)?;
     v0_1::almanac::plugin::log::add_to_linker::<HostState, HasSelf<Logger>>(linker, |s| &mut s.log)?;
+    linker.instance("almanac:plugin/types@0.2.0")?;
+    v0_2::almanac::plugin::db::add_to_linker::<HostState, HasSelf<Session>>(linker, |s| &mut s.db)?;
+    v0_2::almanac::plugin::outbox::add_to_linker::<HostState, HasSelf<Session>>(linker, |s| &mut s.db)?;
+    v0_2::almanac::plugin::log::add_to_linker::<HostState, HasSelf<Logger>>(linker, |s| &mut s.log)?;
+    v0_2::almanac::plugin::config::add_to_linker::<HostState, HasSelf<crate::capability::config::Settings>>(linker, |s| &mut s.config)?;
     Ok(())
 }
 
-impl v0_1::almanac::plugin::db::Host for Session {}
+/// An older version's `db`, `outbox` and `log` imports, each the current one's.
+macro_rules! delegate {
+    ($old:ident) => {
+        impl $old::almanac::plugin::db::Host for Session {}
 
-impl v0_1::almanac::plugin::db::HostTransaction for Session {
-    async fn query(&mut self, tx: Resource<Transaction>, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<Rows, DbError>> {
-        crate::bindings::almanac::plugin::db::HostTransaction::query(self, tx, sql, params).await
-    }
+        impl $old::almanac::plugin::db::HostTransaction for Session {
+            async fn query(&mut self, tx: Resource<Transaction>, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<Rows, DbError>> {
+                crate::bindings::almanac::plugin::db::HostTransaction::query(self, tx, sql, params).await
+            }
 
-    async fn execute(&mut self, tx: Resource<Transaction>, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<u64, DbError>> {
-        crate::bindings::almanac::plugin::db::HostTransaction::execute(self, tx, sql, params).await
-    }
+            async fn execute(&mut self, tx: Resource<Transaction>, sql: String, params: Vec<Value>) -> wasmtime::Result<Result<u64, DbError>> {
+                crate::bindings::almanac::plugin::db::HostTransaction::execute(self, tx, sql, params).await
+            }
 
-    async fn drop(&mut self, tx: Resource<Transaction>) -> wasmtime::Result<()> {
-        crate::bindings::almanac::plugin::db::HostTransaction::drop(self, tx).await
-    }
+            async fn drop(&mut self, tx: Resource<Transaction>) -> wasmtime::Result<()> {
+                crate::bindings::almanac::plugin::db::HostTransaction::drop(self, tx).await
+            }
+        }
+
+        impl $old::almanac::plugin::outbox::Host for Session {
+            async fn publish(
+                &mut self,
+                tx: Resource<Transaction>,
+                topic: String,
+                key: String,
+                payload: Vec<u8>,
+                content_type: String,
+            ) -> wasmtime::Result<Result<$old::almanac::plugin::outbox::PublishOutcome, DbError>> {
+                use crate::bindings::almanac::plugin::outbox::{Host, PublishOutcome};
+                let outcome = Host::publish(self, tx, topic, key, payload, content_type).await?;
+                Ok(outcome.map(|o| match o {
+                    PublishOutcome::Published => $old::almanac::plugin::outbox::PublishOutcome::Published,
+                    PublishOutcome::AlreadyPublished => $old::almanac::plugin::outbox::PublishOutcome::AlreadyPublished,
+                }))
+            }
+        }
+
+        impl $old::almanac::plugin::log::Host for Logger {
+            async fn log(&mut self, level: $old::almanac::plugin::log::Level, message: String) -> wasmtime::Result<()> {
+                use crate::bindings::almanac::plugin::log::{Host, Level};
+                use $old::almanac::plugin::log::Level as Old;
+                let level = match level {
+                    Old::Trace => Level::Trace,
+                    Old::Debug => Level::Debug,
+                    Old::Info => Level::Info,
+                    Old::Warn => Level::Warn,
+                    Old::Error => Level::Error,
+                };
+                Host::log(self, level, message).await
+            }
+        }
+    };
 }
 
-impl v0_1::almanac::plugin::outbox::Host for Session {
-    async fn publish(
-        &mut self,
-        tx: Resource<Transaction>,
-        topic: String,
-        key: String,
-        payload: Vec<u8>,
-        content_type: String,
-    ) -> wasmtime::Result<Result<v0_1::almanac::plugin::outbox::PublishOutcome, DbError>> {
-        use crate::bindings::almanac::plugin::outbox::{Host, PublishOutcome};
-        let outcome = Host::publish(self, tx, topic, key, payload, content_type).await?;
-        Ok(outcome.map(|o| match o {
-            PublishOutcome::Published => v0_1::almanac::plugin::outbox::PublishOutcome::Published,
-            PublishOutcome::AlreadyPublished => v0_1::almanac::plugin::outbox::PublishOutcome::AlreadyPublished,
-        }))
-    }
-}
+delegate!(v0_1);
+delegate!(v0_2);
 
-impl v0_1::almanac::plugin::log::Host for Logger {
-    async fn log(&mut self, level: v0_1::almanac::plugin::log::Level, message: String) -> wasmtime::Result<()> {
-        use crate::bindings::almanac::plugin::log::{Host, Level};
-        use v0_1::almanac::plugin::log::Level as Old;
-        let level = match level {
-            Old::Trace => Level::Trace,
-            Old::Debug => Level::Debug,
-            Old::Info => Level::Info,
-            Old::Warn => Level::Warn,
-            Old::Error => Level::Error,
-        };
-        Host::log(self, level, message).await
+impl v0_2::almanac::plugin::config::Host for crate::capability::config::Settings {
+    async fn get(&mut self, name: String) -> wasmtime::Result<Option<String>> {
+        crate::bindings::almanac::plugin::config::Host::get(self, name).await
     }
 }

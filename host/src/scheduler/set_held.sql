@@ -5,7 +5,7 @@ WITH old AS (
     SELECT held, revision FROM ONLY almanac.schedules WHERE task = $1 FOR UPDATE
 ), changed AS (
     UPDATE ONLY almanac.schedules s
-    SET held = $2, updated_at = now()
+    SET held = $2, held_reason = CASE WHEN $2 THEN coalesce($4, 'held by ' || $3) END, updated_at = now()
     FROM old
     WHERE s.task = $1 AND old.held <> $2
     RETURNING s.revision

@@ -264,8 +264,8 @@ impl Session {
             }));
         }
         if who == Who::Plugin {
-            let schemas = self.role.as_ref().map(|r| r.schemas.as_slice()).unwrap_or_default();
-            if let Err(refusal) = self.policy.check(&self.task, &sql, schemas).await {
+            let calls = self.role.as_ref().map(|r| r.calls.as_slice()).unwrap_or_default();
+            if let Err(refusal) = self.policy.check(&self.task, &sql, calls).await {
                 let message = crate::text::clip(refusal.to_string(), crate::text::MAX_ERROR);
                 return Ok(Err(self.fail(DbError { sqlstate: refusal.sqlstate(), message, retryable: false })));
             }

@@ -5,8 +5,8 @@
 //! Allowed: the built-in functions a task's SQL legitimately needs (operators are not
 //! calls; these are the named functions and aggregates for math, strings, date/time,
 //! JSON, arrays, ranges, full-text search, and sequences), unqualified or qualified with
-//! `pg_catalog`, and any function qualified with a schema the plugin declares a table
-//! in (the user's own functions; the database's EXECUTE privileges still apply).
+//! `pg_catalog`, and the functions of the database the plugin declares in `calls`,
+//! called qualified as declared (the database's EXECUTE privileges still apply).
 //! Everything else is refused with the rule's name. The operator may add names
 //! (`--allow-function`), except those in [`NEVER`], and remove them (`--deny-function`).
 
@@ -21,6 +21,10 @@ pub const NEVER: &[&str] = &[
     "table_to_xml*",
     "schema_to_xml*",
     "database_to_xml*",
+    // Extensions' text-SQL runners (tablefunc, xml2): callable only when declared.
+    "crosstab*",
+    "connectby",
+    "xpath_table",
     "set_config",
     "current_setting",
     "setseed",

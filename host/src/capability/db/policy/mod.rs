@@ -19,8 +19,6 @@ use std::sync::{Arc, Mutex};
 use pg_query::protobuf::{AlterTableType, ConstrType, RangeVar, TransactionStmtKind, VariableSetKind};
 use pg_query::NodeEnum;
 
-pub use crate::access::schemas_of;
-
 /// The longest statement text accepted, in bytes. A statement is code, not data (data
 /// goes in parameters, an array for a list): parsing a 1 MiB list of literals took
 /// ~300 MB of host memory even without a copy of the tree, a 256 KiB one ~80 MB.
@@ -57,12 +55,14 @@ pub enum Refusal {
     SelectInto,
     #[error("refused: {0} statements are not allowed; only SELECT, INSERT, UPDATE, DELETE and WITH are")]
     NotAllowed(String),
-    #[error("refused: function {0} is not on the host's allowlist (built-in functions for math, text, date/time, JSON, arrays and aggregates are; your own functions are when qualified with a schema you declare a table in)")]
+    #[error("refused: function {0} is not on the host's allowlist (built-in functions for math, text, date/time, JSON, arrays and aggregates are; a function of the database is when the plugin declares it in `calls` and calls it as declared, with its schema)")]
     Function(String),
-    #[error("refused: function {0} is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job)")]
+    #[error("refused: function {0} is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job){hint}", hint = never_hint(.0))]
     Never(String),
-    #[error("refused: operator {0} is in a schema the plugin declares no table in")]
+    #[error("refused: operator {0} is not one the plugin declares in `calls`")]
     Operator(String),
+    #[error("refused: `.{0}` may call function {0} of the database (PostgreSQL reads `x.{0}` as `{0}(x)` when x has no such column); declare the function in `calls` if that is meant")]
+    AttributeCall(String),
     #[error("refused in setup: {0} is not allowed; setup may only CREATE TABLE, CREATE INDEX and ALTER TABLE ... ADD")]
     SetupStatement(String),
     #[error("refused in setup: table {0} is not one the plugin declares for writing in `tables`")]
@@ -73,6 +73,15 @@ pub enum Refusal {
     SetupReference(String),
 }
 
+/// A text-SQL runner of an extension (`public.crosstab`) may still be declared.
+fn never_hint(name: &str) -> &'static str {
+    if name.contains('.') {
+        "; a plugin that must call it declares it in `calls`, and the operator is warned"
+    } else {
+        ""
+    }
+}
+
 impl Refusal {
     /// The SQLSTATE a plugin sees: a syntax error keeps the server's; a refusal has none.
     pub fn sqlstate(&self) -> Option<String> {
@@ -81,23 +90,34 @@ impl Refusal {
 }
 
 /// A call or operator qualified with a schema other than `pg_catalog`: allowed only if
-/// the plugin declares a table in that schema.
+/// the plugin declares it (`calls`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Qualified {
-    schema: String,
+    /// `schema.name`, as declared.
     name: String,
     operator: bool,
 }
 
-/// What the parser decided about one text, before the plugin's schemas are known.
-type Verdict = Result<Arc<[Qualified]>, Refusal>;
+/// What a statement calls that only the plugin's declaration can allow.
+#[derive(Debug, Default)]
+struct Calls {
+    qualified: Vec<Qualified>,
+    /// Names in attribute notation (`x.name`), which call `name(x)` when x has no such
+    /// column: refused when the database has such a function the plugin did not declare.
+    attributes: Vec<String>,
+}
 
-/// The statement policy of one host: the function allowlist, the parser threads and a
-/// cache of verdicts by text.
+/// What the parser decided about one text, before the plugin's declaration is known.
+type Verdict = Result<Arc<Calls>, Refusal>;
+
+/// The statement policy of one host: the function allowlist, the parser threads, a
+/// cache of verdicts by text, and the names of the database's own one-argument
+/// functions (which attribute notation can call).
 pub struct Policy {
     allowed: Arc<HashSet<String>>,
     cache: Mutex<HashMap<String, Verdict>>,
     parser: parser::Parser,
+    functions: arc_swap::ArcSwap<HashSet<String>>,
 }
 
 impl Default for Policy {
@@ -122,19 +142,30 @@ impl Policy {
             let pattern = name.trim().to_ascii_lowercase();
             allowed.retain(|a| !allow::matches(&pattern, a));
         }
-        Ok(Policy { allowed: Arc::new(allowed), cache: Mutex::new(HashMap::new()), parser: parser::Parser::new() })
+        Ok(Policy {
+            allowed: Arc::new(allowed),
+            cache: Mutex::new(HashMap::new()),
+            parser: parser::Parser::new(),
+            functions: arc_swap::ArcSwap::from_pointee(HashSet::new()),
+        })
     }
 
-    /// Accept or refuse one statement from `task`'s plugin, whose tables live in
-    /// `schemas` (statements wait for a parser by task, in turn).
-    pub async fn check(&self, task: &str, sql: &str, schemas: &[String]) -> Result<(), Refusal> {
+    /// The database's functions that attribute notation can call (read by the host at
+    /// each load: `catalog::calls`).
+    pub fn learn_functions(&self, names: HashSet<String>) {
+        self.functions.store(Arc::new(names));
+    }
+
+    /// Accept or refuse one statement from `task`'s plugin, which declares `calls`
+    /// (statements wait for a parser by task, in turn).
+    pub async fn check(&self, task: &str, sql: &str, calls: &[String]) -> Result<(), Refusal> {
         within_length(sql)?;
         if let Some(verdict) = self.cache.lock().expect("policy cache").get(sql) {
-            return permitted(verdict, schemas);
+            return permitted(verdict, calls, &self.functions.load());
         }
         let (text, allowed) = (sql.to_owned(), self.allowed.clone());
         let verdict = self.parser.run(task, move || decide(&text, &allowed)).await;
-        let outcome = permitted(&verdict, schemas);
+        let outcome = permitted(&verdict, calls, &self.functions.load());
         if sql.len() <= CACHE_MAX_TEXT {
             let mut cache = self.cache.lock().expect("policy cache");
             if cache.len() >= CACHE_ENTRIES {
@@ -146,22 +177,21 @@ impl Policy {
     }
 
     /// The full decision without the cache, blocking: for tests and for measuring it.
-    pub fn check_uncached(&self, sql: &str, schemas: &[String]) -> Result<(), Refusal> {
+    pub fn check_uncached(&self, sql: &str, calls: &[String]) -> Result<(), Refusal> {
         within_length(sql)?;
         let (text, allowed) = (sql.to_owned(), self.allowed.clone());
-        permitted(&self.parser.run_blocking(move || decide(&text, &allowed)), schemas)
+        permitted(&self.parser.run_blocking(move || decide(&text, &allowed)), calls, &self.functions.load())
     }
 
     /// Accept or refuse one of a plugin's setup statements: only tables the plugin
     /// declares writable may be created or extended, standing alone (no INHERITS,
     /// PARTITION OF, OF or LIKE, no foreign key to a table it does not declare), and the
     /// allowlist applies to the defaults and checks they carry.
-    pub async fn check_setup(&self, task: &str, sql: &str, writable: &[String], declared: &[String]) -> Result<(), Refusal> {
+    pub async fn check_setup(&self, task: &str, sql: &str, writable: &[String], declared: &[String], calls: &[String]) -> Result<(), Refusal> {
         within_length(sql)?;
         let (text, allowed, writable, declared) = (sql.to_owned(), self.allowed.clone(), writable.to_vec(), declared.to_vec());
-        let schemas = schemas_of(&declared);
         let verdict = self.parser.run(task, move || decide_setup(&text, &allowed, &writable, &declared)).await;
-        permitted(&verdict, &schemas)
+        permitted(&verdict, calls, &self.functions.load())
     }
 }
 
@@ -172,11 +202,23 @@ fn within_length(sql: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn permitted(verdict: &Verdict, schemas: &[String]) -> Result<(), Refusal> {
-    for q in verdict.as_ref().map_err(Clone::clone)?.iter() {
-        if !schemas.contains(&q.schema) {
-            let name = format!("{}.{}", q.schema, q.name);
-            return Err(if q.operator { Refusal::Operator(name) } else { Refusal::Function(name) });
+fn permitted(verdict: &Verdict, calls: &[String], functions: &HashSet<String>) -> Result<(), Refusal> {
+    let found = verdict.as_ref().map_err(Clone::clone)?;
+    for q in &found.qualified {
+        if calls.contains(&q.name) {
+            continue;
+        }
+        let function = q.name.split_once('.').map_or("", |(_, f)| f);
+        return Err(match q.operator {
+            true => Refusal::Operator(q.name.clone()),
+            // Whatever schema it is found in (an extension's `public.dblink_exec`).
+            false if allow::never(function) => Refusal::Never(q.name.clone()),
+            false => Refusal::Function(q.name.clone()),
+        });
+    }
+    for name in &found.attributes {
+        if functions.contains(name) && !calls.iter().any(|c| c.split_once('.').is_some_and(|(_, f)| f == name)) {
+            return Err(Refusal::AttributeCall(name.clone()));
         }
     }
     Ok(())
@@ -278,13 +320,15 @@ fn column_constraints(column: &pg_query::protobuf::ColumnDef) -> impl Iterator<I
 
 /// Check every function called and every qualified operator anywhere in the tree
 /// against the allowlist, and refuse SELECT ... INTO. Returns the calls and operators
-/// qualified with a user schema, which the plugin's own schemas decide.
+/// qualified with a user schema, and the names in attribute notation, which the
+/// plugin's declaration decides.
 fn check_calls(tree: &pg_query::protobuf::ParseResult, allowed: &HashSet<String>) -> Verdict {
     let found = walk::walk(tree).map_err(|e| Refusal::TooComplex(e.to_string()))?;
     if found.into {
         return Err(Refusal::SelectInto);
     }
     let mut qualified = Vec::new();
+    let mut attributes = Vec::new();
     for name in &found.calls {
         match name.as_slice() {
             [function] | [_, function] if name.len() == 1 || name[0] == "pg_catalog" => {
@@ -295,9 +339,7 @@ fn check_calls(tree: &pg_query::protobuf::ParseResult, allowed: &HashSet<String>
                     return Err(Refusal::Function(function.clone()));
                 }
             }
-            // Whatever schema it is found in (an extension's `public.dblink_exec`).
-            [_, function] if allow::never(function) => return Err(Refusal::Never(name.join("."))),
-            [schema, function] => qualified.push(Qualified { schema: schema.clone(), name: function.clone(), operator: false }),
+            [schema, function] => qualified.push(Qualified { name: format!("{schema}.{function}"), operator: false }),
             _ => return Err(Refusal::Function(name.join("."))),
         }
     }
@@ -309,11 +351,12 @@ fn check_calls(tree: &pg_query::protobuf::ParseResult, allowed: &HashSet<String>
         if name.starts_with("pg_") && !allowed.contains(name.as_str()) {
             return Err(Refusal::Function(name.clone()));
         }
+        attributes.push(name.clone());
     }
     for name in &found.operators {
         match name.as_slice() {
             [schema, _] if schema == "pg_catalog" => {}
-            [schema, operator] => qualified.push(Qualified { schema: schema.clone(), name: operator.clone(), operator: true }),
+            [schema, operator] => qualified.push(Qualified { name: format!("{schema}.{operator}"), operator: true }),
             _ => return Err(Refusal::Operator(name.join("."))),
         }
     }
@@ -323,7 +366,9 @@ fn check_calls(tree: &pg_query::protobuf::ParseResult, allowed: &HashSet<String>
             return Err(Refusal::NotAllowed(format!("TABLESAMPLE {}", method.join("."))));
         }
     }
-    Ok(qualified.into())
+    attributes.sort();
+    attributes.dedup();
+    Ok(Arc::new(Calls { qualified, attributes }))
 }
 
 fn parse(sql: &str) -> Result<pg_query::ParseResult, Refusal> {

@@ -1,7 +1,7 @@
 use super::*;
 
 fn check(policy: &Policy, sql: &str) -> Result<(), Refusal> {
-    policy.check_uncached(sql, &["public".to_owned()])
+    policy.check_uncached(sql, &["public.my_score".to_owned()])
 }
 
 #[test]
@@ -111,15 +111,37 @@ fn functions_are_allowed_by_list_in_every_position() {
 }
 
 #[test]
-fn own_functions_and_operators_need_a_declared_schema() {
+fn functions_of_the_database_only_by_declaration() {
     let policy = Policy::default();
-    let app = ["app".to_owned()];
-    assert_eq!(policy.check_uncached("SELECT app.score(1)", &app), Ok(()));
-    assert_eq!(policy.check_uncached("SELECT 1 OPERATOR(app.===) 2", &app), Ok(()));
-    assert_eq!(policy.check_uncached("SELECT other.score(1)", &app), Err(Refusal::Function("other.score".into())));
-    assert_eq!(policy.check_uncached("SELECT almanac.x()", &app), Err(Refusal::Function("almanac.x".into())));
-    assert_eq!(policy.check_uncached("SELECT 1 OPERATOR(other.===) 2", &app), Err(Refusal::Operator("other.===".into())));
-    assert_eq!(policy.check_uncached("SELECT 1 OPERATOR(pg_catalog.+) 2", &app), Ok(()));
+    let calls = ["app.score".to_owned(), "app.===".to_owned(), "public.crosstab".to_owned()];
+    assert_eq!(policy.check_uncached("SELECT app.score(1)", &calls), Ok(()));
+    assert_eq!(policy.check_uncached("SELECT 1 OPERATOR(app.===) 2", &calls), Ok(()));
+    // A schema the plugin declares a table (or another function) in allows nothing else.
+    assert_eq!(policy.check_uncached("SELECT app.credit(7, 1000000)", &calls), Err(Refusal::Function("app.credit".into())));
+    assert_eq!(policy.check_uncached("SELECT other.score(1)", &calls), Err(Refusal::Function("other.score".into())));
+    assert_eq!(policy.check_uncached("SELECT almanac.x()", &calls), Err(Refusal::Function("almanac.x".into())));
+    assert_eq!(policy.check_uncached("SELECT 1 OPERATOR(other.===) 2", &calls), Err(Refusal::Operator("other.===".into())));
+    assert_eq!(policy.check_uncached("SELECT 1 OPERATOR(pg_catalog.+) 2", &calls), Ok(()));
+    // Unqualified, a declared function is not found: calls are written as declared.
+    assert_eq!(policy.check_uncached("SELECT score(1)", &calls), Err(Refusal::Function("score".into())));
+    // Text-SQL runners: refused with their own rule, unless declared.
+    let crosstab = "SELECT * FROM public.crosstab('SELECT set_config(''role'', ''none'', false)') AS t(a text)";
+    assert_eq!(policy.check_uncached(crosstab, &[]), Err(Refusal::Never("public.crosstab".into())));
+    assert_eq!(policy.check_uncached(crosstab, &calls), Ok(()));
+    assert_eq!(policy.check_uncached("SELECT public.dblink_exec('x', 'y')", &calls), Err(Refusal::Never("public.dblink_exec".into())));
+    assert!(Refusal::Never("public.dblink_exec".into()).to_string().contains("declares it in `calls`"));
+}
+
+#[test]
+fn attribute_notation_calls_only_declared_functions() {
+    let policy = Policy::default();
+    policy.learn_functions(["credit".to_owned(), "full_name".to_owned()].into());
+    let credit = "SELECT (7).credit";
+    assert_eq!(policy.check_uncached(credit, &[]), Err(Refusal::AttributeCall("credit".into())));
+    assert_eq!(policy.check_uncached("SELECT a.credit FROM accounts a", &[]), Err(Refusal::AttributeCall("credit".into())));
+    assert_eq!(policy.check_uncached(credit, &["public.credit".to_owned()]), Ok(()));
+    // A column no function of the database is named like is only a column.
+    assert_eq!(policy.check_uncached("SELECT a.points FROM accounts a", &[]), Ok(()));
 }
 
 #[test]
@@ -170,8 +192,7 @@ fn setup_may_only_shape_declared_tables_standing_alone() {
     let setup = |sql: &str| {
         let (sql, writable, declared) = (sql.to_owned(), writable.clone(), declared.clone());
         let allowed = policy.allowed.clone();
-        let schemas = schemas_of(&declared);
-        permitted(&policy.parser.run_blocking(move || decide_setup(&sql, &allowed, &writable, &declared)), &schemas)
+        permitted(&policy.parser.run_blocking(move || decide_setup(&sql, &allowed, &writable, &declared)), &[], &HashSet::new())
     };
     for sql in [
         "CREATE TABLE IF NOT EXISTS points_ledger (id bigint PRIMARY KEY, at timestamptz DEFAULT now())",

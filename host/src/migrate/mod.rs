@@ -1,11 +1,17 @@
-//! Forward-only numbered migrations from `migrations/`, applied by refinery under an
-//! advisory lock so hosts starting together migrate once.
+//! Forward-only numbered migrations from `migrations/`, applied by refinery while a
+//! second connection holds the row of `almanac.migration_lock` ([`LOCK`]), so hosts
+//! starting together migrate once and no plugin can hold them up (it could an advisory
+//! key).
+use tokio_postgres::error::SqlState;
+
+use crate::db::Target;
+
 mod embedded {
     refinery::embed_migrations!("../migrations");
 }
 
-/// Key of the session advisory lock held while migrating ("almanac" in ASCII).
-const MIGRATION_LOCK: i64 = 0x0061_6c6d_616e_6163;
+/// The lock's table, made if missing (idempotent; hosts may race to make it).
+const LOCK: &str = include_str!("lock.sql");
 
 #[derive(Debug, thiserror::Error)]
 pub enum MigrateError {
@@ -20,16 +26,27 @@ pub enum MigrateError {
     Pending { at: i64, needs: i64 },
 }
 
-/// Apply every pending migration; returns the names of those applied. Refuses a
-/// database carrying a migration this binary does not know (a newer Almanac ran there).
-pub async fn run(client: &mut tokio_postgres::Client) -> Result<Vec<String>, MigrateError> {
-    run_to(client, None).await
+/// Apply every pending migration on two connections to `target` (one migrates, one
+/// holds the lock); returns the names of those applied. Refuses a database carrying a
+/// migration this binary does not know (a newer Almanac ran there).
+pub async fn run(target: &Target) -> Result<Vec<String>, MigrateError> {
+    run_to(target, None).await
 }
 
 /// [`run`], stopping after migration `last` when given: a database as an older Almanac
 /// left it, to test an upgrade from.
-pub async fn run_to(client: &mut tokio_postgres::Client, last: Option<u32>) -> Result<Vec<String>, MigrateError> {
-    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK]).await?;
+pub async fn run_to(target: &Target, last: Option<u32>) -> Result<Vec<String>, MigrateError> {
+    let client = &mut connect(&target.role("migrate")).await?;
+    let lock = connect(&target.role("migrate lock")).await?;
+    let mut tries = 0;
+    // Two hosts making the table at once: one of them loses with a unique violation.
+    while let Err(e) = lock.batch_execute(LOCK).await {
+        tries += 1;
+        if tries >= 5 || !e.code().is_some_and(|c| *c == SqlState::UNIQUE_VIOLATION || *c == SqlState::DUPLICATE_TABLE) {
+            return Err(e.into());
+        }
+    }
+    lock.batch_execute("BEGIN; SELECT 1 FROM almanac.migration_lock FOR UPDATE").await?;
     let mut tries = 0;
     let result = loop {
         tries += 1;
@@ -40,11 +57,17 @@ pub async fn run_to(client: &mut tokio_postgres::Client, last: Option<u32>) -> R
             result => break result,
         }
     };
-    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]).await?;
+    lock.batch_execute("COMMIT").await?;
     result
 }
 
-/// Roles are the cluster's, and the advisory lock is one database's: two databases of one
+async fn connect(target: &Target) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    let (client, connection) = target.connect().await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+/// Roles are the cluster's, and the lock is one database's: two databases of one
 /// cluster migrated at once both create the shared roles (`almanac_client`, ...), and
 /// the second fails on the first one's (two tests of a plugin project did this).
 fn lost_role_race(e: &MigrateError) -> bool {

@@ -1,0 +1,100 @@
+//! The functions a plugin declares it calls (`task-info.calls`), checked against the
+//! catalog when it is loaded: each must exist, and what operators should know of it is
+//! kept with the plugin's row (`almanac plugins`) and said at load. A statement may call
+//! the host's allowlist of built-in functions and these, nothing else
+//! ([`crate::capability::db::Policy`]); attribute notation (`x.name`, which calls
+//! `name(x)`) is held against the database's own one-argument functions, read here.
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use crate::capability::db::policy::allow;
+use crate::db::Sql;
+
+const DECLARED_CALL: &str = include_str!("declared_call.sql");
+const ATTRIBUTE_CALLABLE: &str = include_str!("attribute_callable.sql");
+
+/// One overload of a declared function (or operator), as the catalog has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Call {
+    /// As declared: `public.credit`.
+    pub name: String,
+    /// `public.credit(integer,integer)`.
+    pub signature: String,
+    pub volatility: String,
+    /// Runs with its owner's rights: the plugin reaches whatever it reaches.
+    pub security_definer: bool,
+    /// The extension that owns it, if any.
+    pub extension: Option<String>,
+    /// Runs SQL given to it as text (crosstab, dblink, query_to_xml, ...), which no
+    /// statement policy can see into.
+    pub runs_text: bool,
+}
+
+impl Call {
+    /// What an operator should be warned of, if anything.
+    pub fn warning(&self) -> Option<String> {
+        let mut why = Vec::new();
+        if self.runs_text {
+            why.push("runs SQL given to it as text, which the statement policy cannot see into".to_owned());
+        }
+        if self.security_definer {
+            why.push("is SECURITY DEFINER: it runs with its owner's rights, and the plugin reaches whatever it reaches".to_owned());
+        }
+        if let Some(extension) = &self.extension {
+            why.push(format!("belongs to extension {extension}"));
+        }
+        (!why.is_empty()).then(|| format!("declared call {}: {}", self.signature, why.join("; ")))
+    }
+
+    /// One line for `almanac plugins` and a dry run.
+    pub fn describe(&self) -> String {
+        let mut line = format!("{} {}", self.signature, self.volatility);
+        if self.security_definer {
+            line.push_str(" SECURITY DEFINER");
+        }
+        if let Some(extension) = &self.extension {
+            line.push_str(&format!(" (extension {extension})"));
+        }
+        if self.runs_text {
+            line.push_str(" RUNS SQL GIVEN AS TEXT");
+        }
+        line
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("it declares a call of {0}, which this database has no function or operator of that name for")]
+    Missing(String),
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+}
+
+/// Every overload of each declared call, or the first one that does not exist.
+pub async fn resolve(client: &impl Sql, calls: &[String]) -> Result<Vec<Call>, CallError> {
+    let mut found = Vec::new();
+    for name in calls {
+        let Some((schema, function)) = name.split_once('.') else { return Err(CallError::Missing(name.clone())) };
+        let rows = client.rows(DECLARED_CALL, &[&schema, &function]).await?;
+        if rows.is_empty() {
+            return Err(CallError::Missing(name.clone()));
+        }
+        for row in rows {
+            found.push(Call {
+                name: name.clone(),
+                signature: row.get(0),
+                volatility: row.get(1),
+                security_definer: row.get(2),
+                extension: row.get(3),
+                runs_text: allow::never(function),
+            });
+        }
+    }
+    Ok(found)
+}
+
+/// The names attribute notation could call (see the module's docs).
+pub async fn attribute_callable(client: &impl Sql) -> Result<HashSet<String>, tokio_postgres::Error> {
+    Ok(client.rows(ATTRIBUTE_CALLABLE, &[]).await?.iter().map(|r| r.get(0)).collect())
+}
