@@ -28,6 +28,8 @@ pub struct Tried {
     pub outcome: Result<Vec<String>, String>,
     pub elapsed: Duration,
     pub committed: bool,
+    /// The role the dry run ran as, made for it and dropped after it.
+    pub role: String,
 }
 
 /// Load the plugin of `task` from `plugins` (a folder of components, or one component
@@ -147,7 +149,7 @@ where
         let elapsed = started.elapsed();
         let committed = commit && outcome.is_ok();
         conn.batch_execute(if committed { "COMMIT" } else { "ROLLBACK" }).await?;
-        anyhow::Ok(Tried { trace, outcome, elapsed, committed })
+        anyhow::Ok(Tried { trace, outcome, elapsed, committed, role: role.name.clone() })
     }
     .await;
     let committed = tried.as_ref().is_ok_and(|t| t.committed);

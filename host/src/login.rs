@@ -28,10 +28,14 @@ const LOGIN_STATE: &str = "SELECT r.rolcanlogin, EXISTS (SELECT 1 FROM almanac.p
 
 /// Sent after a transaction in a plugin's session ends: whatever its statements may have
 /// left on the session past it (through a function the statement policy did not see
-/// into): session advisory locks, cursors held open, LISTEN, temporary tables, settings.
-/// The session is the plugin's own, so this keeps one job's leftovers from its task's
-/// next jobs, and from blocking the host (a session advisory lock once outlived its job).
-pub const CLEAN: &str = "SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; DISCARD TEMP; RESET ALL";
+/// into): session advisory locks, cursors held open, LISTEN, temporary tables, settings,
+/// and large objects its login (or its task's role) owns, which a committed job would
+/// otherwise leave in the database for good. The session is the plugin's own, so this
+/// keeps one job's leftovers from its task's next jobs, and from blocking the host (a
+/// session advisory lock once outlived its job).
+pub const CLEAN: &str = "SELECT pg_advisory_unlock_all(); \
+     SELECT pg_catalog.lo_unlink(l.oid) FROM pg_catalog.pg_largeobject_metadata l WHERE pg_catalog.pg_has_role(session_user, l.lomowner, 'MEMBER'); \
+     CLOSE ALL; UNLISTEN *; DISCARD TEMP; RESET ALL";
 
 /// Idle plugin sessions older than this are closed (a task that ran once an hour keeps
 /// no connection open in between).

@@ -25,12 +25,14 @@ pub fn clip(mut text: String, max: usize) -> String {
     text
 }
 
-/// `text` with every control character (C0, DEL, C1) written as an escape (`\n`,
-/// `\x1b`), for printing or logging plugin-controlled text as a line of its own: an ESC
-/// sequence in a task's error once reached the operator's terminal through `almanac
-/// status`, and a newline in a log line forged a host log line.
+/// `text` with every control character (C0, DEL, C1) and every invisible format
+/// character ([`is_format`]) written as an escape (`\n`, `\x1b`, `\u{202e}`), for
+/// printing or logging plugin-controlled text as a line of its own: an ESC sequence in a
+/// task's error once reached the operator's terminal through `almanac status`, a newline
+/// in a log line forged a host log line, and a right-to-left override (U+202E) or a
+/// line separator (U+2028) shows a reader text other than what is there.
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
+    if !text.chars().any(|c| c.is_control() || is_format(c)) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 8);
@@ -40,11 +42,41 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
             c if (c as u32) < 0x80 && c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c if c.is_control() || is_format(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
             c => out.push(c),
         }
     }
     std::borrow::Cow::Owned(out)
+}
+
+/// Unicode's invisible format characters (category Cf) and its line and paragraph
+/// separators (Zl, Zp): bidirectional overrides and isolates, zero-width characters, the
+/// byte-order mark, interlinear annotations and tags. None belongs in an error, a key or
+/// a log line, and each can make printed text read as something else.
+pub fn is_format(c: char) -> bool {
+    matches!(
+        c as u32,
+        0x00AD
+            | 0x0600..=0x0605
+            | 0x061C
+            | 0x06DD
+            | 0x070F
+            | 0x08E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x2028..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    )
 }
 
 /// A path as [`printable`] text: file names are whoever made them's, and may hold a
@@ -68,5 +100,8 @@ mod tests {
     fn control_characters_are_escaped() {
         assert_eq!(printable("plain é"), "plain é");
         assert_eq!(printable("a\nb\r\x1b[31mred\x00\x7f\u{9b}"), "a\\nb\\r\\x1b[31mred\\x00\\x7f\\u{9b}");
+        // A right-to-left override, line and paragraph separators, a zero-width joiner.
+        assert_eq!(printable("paid\u{202e}diap\u{2028}x\u{2029}\u{200d}"), "paid\\u{202e}diap\\u{2028}x\\u{2029}\\u{200d}");
+        assert_eq!(printable("日本 ünïcödé"), "日本 ünïcödé");
     }
 }

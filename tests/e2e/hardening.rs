@@ -11,25 +11,28 @@ use crate::support::{plugin_dir, HostProc, TestDb};
 
 const NEVER: &str = "is never available to plugins (it runs SQL given as text, changes the host's session, or reaches outside the job)";
 
-/// Enqueue one fixture-attacker job per (key, steps), in order (one slot per job, so a
-/// single worker runs them in this order).
-async fn enqueue_attacks(db: &TestDb, attacks: &[(&str, serde_json::Value)]) {
+const ATTACKER: &str = "fixture-attacker";
+/// fixture-attacker's steps, from a plugin declaring the functions the escapes use.
+const CALLER: &str = "fixture-caller";
+
+/// Enqueue one job of `task` (fixture-attacker or fixture-caller) per (key, steps), in
+/// order (one slot per job, so a single worker runs them in this order).
+pub async fn enqueue_attacks(db: &TestDb, task: &str, attacks: &[(&str, serde_json::Value)]) {
     for (i, (key, steps)) in attacks.iter().enumerate() {
         db.client
             .execute(
                 "INSERT INTO almanac.jobs (task, slot, key, payload)
-                 VALUES ('fixture-attacker', timestamptz '2026-01-01T00:00:00Z' + make_interval(days => $1), $2, $3)",
-                &[&(i as i32), key, steps],
+                 VALUES ($4, timestamptz '2026-01-01T00:00:00Z' + make_interval(days => $1), $2, $3)",
+                &[&(i as i32), key, steps, &task],
             )
             .await
             .unwrap();
     }
 }
 
-/// The stored outcome of one attack: (status, last_error).
-async fn outcome(db: &TestDb, key: &str) -> (String, String) {
-    let row =
-        db.client.query_one("SELECT status, coalesce(last_error, '') FROM almanac.jobs WHERE task = 'fixture-attacker' AND key = $1", &[&key]).await.unwrap();
+/// The stored outcome of one attack of `task`: (status, last_error).
+pub async fn outcome(db: &TestDb, task: &str, key: &str) -> (String, String) {
+    let row = db.client.query_one("SELECT status, coalesce(last_error, '') FROM almanac.jobs WHERE task = $1 AND key = $2", &[&task, &key]).await.unwrap();
     (row.get(0), row.get(1))
 }
 
@@ -50,13 +53,12 @@ async fn sql_in_text_and_role_escapes_change_nothing_in_one_batch() {
     role_escapes("32").await;
 }
 
-async fn role_escapes(batch: &str) {
-    let db = TestDb::new().await;
-    db.accounts(3).await;
-    // The user's own functions, in the schema the plugin declares a table in (allowed
-    // by the policy, which cannot see into them): one changes the session's role, one
-    // its settings, one reports them; one makes the session's role the session user's
-    // and runs any SQL given, so the attacker *does* reach set_config('role', 'none').
+/// The user's own functions fixture-caller declares (the policy cannot see into them):
+/// one changes the session's role, one its settings, one reports them; one makes the
+/// session's role the session user's and runs any SQL given, so the caller *does* reach
+/// set_config('role', 'none'); one (SECURITY DEFINER) takes every advisory key a host
+/// once used, and holds them for the seconds it is given.
+pub async fn caller_functions(db: &TestDb) {
     db.client
         .batch_execute(
             "CREATE FUNCTION public.escape_role() RETURNS text LANGUAGE sql AS $$ SELECT set_config('role', 'none', false) $$;
@@ -70,16 +72,35 @@ async fn role_escapes(batch: &str) {
              CREATE FUNCTION public.widen_session() RETURNS text LANGUAGE sql
                  AS $$ SELECT set_config('work_mem', '2GB', false) || set_config('statement_timeout', '0', false) $$;
              CREATE FUNCTION public.show_session() RETURNS text LANGUAGE sql
-                 AS $$ SELECT current_setting('work_mem') || ' ' || current_setting('statement_timeout') $$;",
+                 AS $$ SELECT current_setting('work_mem') || ' ' || current_setting('statement_timeout') $$;
+             CREATE FUNCTION public.hold_host_keys(seconds float8) RETURNS text LANGUAGE plpgsql SECURITY DEFINER AS $$
+                 BEGIN
+                     -- The migration key, the history months', the outbox months', the
+                     -- counters' fold, and an outbox identity's: session and transaction.
+                     PERFORM pg_advisory_lock(k) FROM unnest(ARRAY[x'00616c6d616e6163'::bigint,
+                         hashtext('almanac.add_job_partition')::bigint, hashtext('almanac.add_outbox_partition')::bigint,
+                         hashtext('almanac.fold_counts')::bigint, hashtextextended('points' || E'\n' || 'k', 0)]) k;
+                     PERFORM pg_advisory_xact_lock(k) FROM unnest(ARRAY[hashtext('almanac.add_job_partition')::bigint,
+                         hashtext('almanac.fold_counts')::bigint]) k;
+                     PERFORM pg_sleep(seconds);
+                     RETURN 'held';
+                 END $$;",
         )
         .await
         .unwrap();
+}
+
+async fn role_escapes(batch: &str) {
+    let db = TestDb::new().await;
+    db.accounts(3).await;
+    caller_functions(&db).await;
     let forged = "INSERT INTO almanac.jobs (task, slot, key) VALUES ('daily-points', '2026-03-01T16:00:00Z', '1')";
     // With its role reset the session is still the plugin's login, a member of the
     // plugin's role alone: schema almanac, the host's sequences, another plugin's table
     // and the host's backends stay out of reach.
+    let role = almanac::access::role_name(CALLER, &db.name);
     let denied = |what: &str| {
-        format!("database error 42501: permission denied for {what} (the plugin runs as role almanac_task_fixture-attacker, which may use only the tables its describe() declares)")
+        format!("database error 42501: permission denied for {what} (the plugin runs as role {role}, which may use only the tables its describe() declares)")
     };
     let escaped = denied("schema almanac");
     let escape = |sql: &str| json!([{"query": format!("SELECT public.run_as_none('{}')", sql.replace('\'', "''"))}]);
@@ -107,7 +128,7 @@ async fn role_escapes(batch: &str) {
             "unlisted",
             json!([{"query": "SELECT pg_backend_pid()"}]),
             "refused: function pg_backend_pid is not on the host's allowlist (built-in functions for math, text, date/time, JSON, arrays and \
-             aggregates are; your own functions are when qualified with a schema you declare a table in)"
+             aggregates are; a function of the database is when the plugin declares it in `calls` and calls it as declared, with its schema)"
                 .into(),
         ),
         ("escape-then-forge", json!([{"execute": "SELECT public.escape_role()"}, {"execute": forged}]), escaped.clone()),
@@ -121,45 +142,45 @@ async fn role_escapes(batch: &str) {
     attacks.push(("widen-session", json!([{"execute": "SELECT public.widen_session()"}])));
     // These succeed, harmlessly: the role they reach is the login's own, and the session
     // lock they take ends with the transaction's session clean-up.
-    attacks.push(("swallowed-escape", json!([{"swallow": "SELECT public.escape_role()"}, {"execute": "UPDATE fixture_attacker_effects SET note = current_user || '/' || session_user WHERE key = 'swallowed-escape'"}])));
+    attacks.push(("swallowed-escape", json!([{"swallow": "SELECT public.escape_role()"}, {"execute": "UPDATE fixture_caller_effects SET note = current_user || '/' || session_user WHERE key = 'swallowed-escape'"}])));
     attacks.push((
         "none-terminate",
-        json!([{"execute": "UPDATE fixture_attacker_effects SET note = public.run_as_none('SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)::text FROM pg_stat_activity WHERE usename::text NOT LIKE ''almanac_login_%'' AND backend_type = ''client backend''') WHERE key = 'none-terminate'"}]),
+        json!([{"execute": "UPDATE fixture_caller_effects SET note = public.run_as_none('SELECT coalesce(bool_or(pg_terminate_backend(pid)), false)::text FROM pg_stat_activity WHERE usename::text NOT LIKE ''almanac_login_%'' AND backend_type = ''client backend''') WHERE key = 'none-terminate'"}]),
     ));
-    attacks.push(("none-advisory-lock", json!([{"execute": "UPDATE fixture_attacker_effects SET note = public.run_as_none('SELECT pg_advisory_lock(4242)::text') WHERE key = 'none-advisory-lock'"}])));
-    attacks.push(("show-session", json!([{"execute": "UPDATE fixture_attacker_effects SET note = public.show_session() WHERE key = 'show-session'"}])));
-    enqueue_attacks(&db, &attacks).await;
+    attacks.push(("none-advisory-lock", json!([{"execute": "UPDATE fixture_caller_effects SET note = public.run_as_none('SELECT pg_advisory_lock(4242)::text') WHERE key = 'none-advisory-lock'"}])));
+    attacks.push(("show-session", json!([{"execute": "UPDATE fixture_caller_effects SET note = public.show_session() WHERE key = 'show-session'"}])));
+    enqueue_attacks(&db, CALLER, &attacks).await;
     db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
-    let plugins = plugin_dir(&["daily_points", "fixture_attacker"]);
+    let plugins = plugin_dir(&["daily_points", "fixture_caller"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "1", "--batch", batch]);
-    wait_settled(&db, "fixture-attacker", attacks.len() as i64).await;
+    wait_settled(&db, CALLER, attacks.len() as i64).await;
     wait_settled(&db, "daily-points", 3).await;
     host.stop().await;
 
     for (key, _, error) in &refusals {
-        assert_eq!(outcome(&db, key).await, ("failed".to_owned(), error.clone()), "attack {key}");
+        assert_eq!(outcome(&db, CALLER, key).await, ("failed".to_owned(), error.clone()), "attack {key}");
     }
     for key in ["widen-session", "show-session", "swallowed-escape", "none-advisory-lock", "none-terminate"] {
-        assert_eq!(outcome(&db, key).await.0, "done", "{key}");
+        assert_eq!(outcome(&db, CALLER, key).await.0, "done", "{key}");
     }
     let note = |key: &'static str| {
         let client = &db.client;
-        async move { client.query_one("SELECT note FROM fixture_attacker_effects WHERE key = $1", &[&key]).await.unwrap().get::<_, String>(0) }
+        async move { client.query_one("SELECT note FROM fixture_caller_effects WHERE key = $1", &[&key]).await.unwrap().get::<_, String>(0) }
     };
-    let login = almanac::login::login_name("fixture-attacker", &db.name);
+    let login = almanac::login::login_name(CALLER, &db.name);
     assert_eq!(note("swallowed-escape").await, format!("{login}/{login}"), "RESET ROLE lands on the plugin's own login");
     assert_eq!(note("none-advisory-lock").await, format!(" as {login}/{login}"));
     assert_eq!(note("none-terminate").await, format!("false as {login}/{login}"), "no backend but its own may be signalled");
     assert_eq!(db.count("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242").await, 0, "no session lock outlived its job");
     assert_eq!(db.count("SELECT last_value FROM almanac.outbox_id_seq").await, 1, "the host's sequence did not move");
     // What one job set through a function did not reach the next one on the connection.
-    let note: String = db.client.query_one("SELECT note FROM fixture_attacker_effects WHERE key = 'show-session'", &[]).await.unwrap().get(0);
+    let note: String = db.client.query_one("SELECT note FROM fixture_caller_effects WHERE key = 'show-session'", &[]).await.unwrap().get(0);
     assert_eq!(note, "4MB 5min", "the host's own settings, not the previous job's");
-    assert_eq!(db.count("SELECT count(*) FROM fixture_attacker_effects").await, 5, "failed attacks left no row");
+    assert_eq!(db.count("SELECT count(*) FROM fixture_caller_effects").await, 5, "failed attacks left no row");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, attacks.len() as i64 + 3, "no forged job");
     assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points = 10").await, 3, "daily-points paid each account once");
-    let owner: String = db.client.query_one("SELECT tableowner::text FROM pg_tables WHERE tablename = 'fixture_attacker_effects'", &[]).await.unwrap().get(0);
-    assert_eq!(owner, "almanac_task_fixture-attacker", "setup ran as the plugin's own role");
+    let owner: String = db.client.query_one("SELECT tableowner::text FROM pg_tables WHERE tablename = 'fixture_caller_effects'", &[]).await.unwrap().get(0);
+    assert_eq!(owner, role, "setup ran as the plugin's own role");
 }
 
 /// The host's peak resident memory so far, in bytes.
@@ -193,7 +214,7 @@ async fn oversized_results_statements_errors_and_logs_fail_alone_and_the_host_st
         ("big-error", json!([{"error": 30 << 20}])),
         ("log-flood", json!([{"log": 100_000}])),
     ];
-    enqueue_attacks(&db, &attacks).await;
+    enqueue_attacks(&db, ATTACKER, &attacks).await;
     db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2", "3"]).await;
     let plugins = plugin_dir(&["daily_points", "fixture_attacker"]);
     let workers = WORKERS.to_string();
@@ -205,7 +226,7 @@ async fn oversized_results_statements_errors_and_logs_fail_alone_and_the_host_st
     let peak = peak_rss(host.pid());
     host.stop().await;
 
-    let (status, error) = outcome(&db, "big-result").await;
+    let (status, error) = outcome(&db, ATTACKER, "big-result").await;
     assert_eq!(
         (status.as_str(), error.as_str()),
         (
@@ -214,15 +235,15 @@ async fn oversized_results_statements_errors_and_logs_fail_alone_and_the_host_st
         )
     );
     for key in ["deep-chain", "huge-array"] {
-        let (status, error) = outcome(&db, key).await;
+        let (status, error) = outcome(&db, ATTACKER, key).await;
         assert!(status == "failed" && error.starts_with("refused: the statement has "), "{key}: {status} {error}");
     }
-    let (status, error) = outcome(&db, "temp-files").await;
+    let (status, error) = outcome(&db, ATTACKER, "temp-files").await;
     assert_eq!((status.as_str(), error.as_str()), ("failed", "database error 53400: temporary file size exceeds temp_file_limit (65536kB)"));
-    let (status, error) = outcome(&db, "big-error").await;
+    let (status, error) = outcome(&db, ATTACKER, "big-error").await;
     assert_eq!(status, "failed");
     assert!(error == format!("{}… (cut: {} bytes in all)", "E".repeat(4096), 30 << 20), "the error is stored clipped, saying so: {}", &error[4000..]);
-    assert_eq!(outcome(&db, "log-flood").await.0, "done");
+    assert_eq!(outcome(&db, ATTACKER, "log-flood").await.0, "done");
     let log = host.log();
     let flood = log.lines().filter(|l| l.contains("llllllll")).count();
     assert_eq!(flood, almanac::capability::log::MAX_BYTES / 1024, "the log budget of one call ({} KiB) held", almanac::capability::log::MAX_BYTES >> 10);
@@ -246,7 +267,7 @@ async fn spinning_guests_yield_their_threads_and_their_timeout_is_capped() {
     let db = TestDb::new().await;
     db.accounts(3).await;
     let spin = json!([{"spin": true}]);
-    enqueue_attacks(&db, &[("spin-1", spin.clone()), ("spin-2", spin.clone())]).await;
+    enqueue_attacks(&db, ATTACKER, &[("spin-1", spin.clone()), ("spin-2", spin.clone())]).await;
     let plugins = plugin_dir(&["daily_points", "fixture_attacker"]);
     // Two runtime threads, both of which the two spinning guests would hold if they
     // did not yield.
@@ -260,11 +281,11 @@ async fn spinning_guests_yield_their_threads_and_their_timeout_is_capped() {
     assert_eq!(in_flight(&db, "fixture-attacker").await, 2, "the health check and three jobs were served while both guests spun");
     wait_settled(&db, "fixture-attacker", 2).await;
     for key in ["spin-1", "spin-2"] {
-        assert_eq!(outcome(&db, key).await, ("failed".to_owned(), "plugin exceeded its deadline of 4s".to_owned()), "{key}");
+        assert_eq!(outcome(&db, ATTACKER, key).await, ("failed".to_owned(), "plugin exceeded its deadline of 4s".to_owned()), "{key}");
     }
     assert!(host.log().contains("declares a timeout longer than the host allows"), "{}", host.log());
     // SIGTERM while a guest spins: the host ends within its grace period.
-    enqueue_attacks(&db, &[("spin-3", spin)]).await;
+    enqueue_attacks(&db, ATTACKER, &[("spin-3", spin)]).await;
     crate::support::wait_for("a spinner in flight", Duration::from_secs(30), || async { in_flight(&db, "fixture-attacker").await == 1 }).await;
     host.stop().await;
 }
@@ -360,13 +381,16 @@ async fn a_task_whose_plan_keeps_failing_does_not_starve_the_others() {
 async fn a_plugins_own_tables_keep_their_owners_rights_across_restarts() {
     let db = TestDb::new().await;
     let plugins = plugin_dir(&["fixture_attacker"]);
-    let owner_may = "SELECT has_table_privilege('almanac_task_fixture-attacker', 'fixture_attacker_effects', 'TRUNCATE, REFERENCES')::int::bigint";
+    let owner_may = format!(
+        "SELECT has_table_privilege('{}', 'fixture_attacker_effects', 'TRUNCATE, REFERENCES')::int::bigint",
+        almanac::access::role_name(ATTACKER, &db.name)
+    );
     // Each start sets the plugin up again (setup, then its grants).
     for _ in 0..2 {
         let mut host = HostProc::spawn(&db, plugins.path(), &[]);
         host.wait_log("plugin loaded", Duration::from_secs(60)).await;
         host.stop().await;
-        assert_eq!(db.count(owner_may).await, 1, "the table its setup created is the plugin's own, all rights");
+        assert_eq!(db.count(&owner_may).await, 1, "the table its setup created is the plugin's own, all rights");
     }
 }
 
@@ -378,12 +402,12 @@ async fn control_characters_from_plugins_never_reach_a_terminal_raw() {
     let db = TestDb::new().await;
     let key = "k\u{1b}]0;owned\u{7}\nFORGED key line";
     let steps = json!([{"query": "SELECT E'\\x1b[2J\\r\\nFORGED error line'::int"}]);
-    enqueue_attacks(&db, &[(key, steps)]).await;
+    enqueue_attacks(&db, ATTACKER, &[(key, steps)]).await;
     let plugins = plugin_dir(&["fixture_attacker"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &[]);
     wait_settled(&db, "fixture-attacker", 1).await;
     host.stop().await;
-    let (status, error) = outcome(&db, key).await;
+    let (status, error) = outcome(&db, ATTACKER, key).await;
     assert_eq!(status, "failed");
     assert!(error.contains('\u{1b}'), "stored as it was: {error:?}");
     let (_, status_out, _) = crate::support::almanac(&db.url, &["status"]);

@@ -32,7 +32,8 @@ async fn plugin_logins_hold_real_passwords_that_rotate_while_a_host_runs() {
         (row.get(0), row.get(1))
     };
     assert!(canlogin);
-    assert_eq!(member_of, "\"almanac_task_daily-points\"", "a member of the plugin's role alone");
+    let role = almanac::access::role_name("daily-points", "almanac");
+    assert_eq!(member_of, format!("\"{role}\""), "a member of the plugin's role alone");
 
     // The server checks the password: a wrong one is refused.
     let wrong = format!("host=127.0.0.1 port={} dbname=almanac user={login} password=wrong", pg.cluster.port);

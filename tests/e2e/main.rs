@@ -7,6 +7,7 @@ mod bench;
 mod calendar;
 mod catalogue;
 mod changes;
+mod confinement;
 mod core;
 mod dryrun;
 mod failover;

@@ -4,11 +4,13 @@ use std::time::Duration;
 
 use crate::support::{cluster, connect, plugin_dir, HostProc, TestDb};
 
-const HOSTILE_ROLE_HINT: &str = " (the plugin runs as role almanac_task_fixture-hostile, which may use only the tables its describe() declares)";
-
-/// Each attack of fixture-hostile and the failed attempt it must end as.
-fn attacks() -> Vec<(&'static str, String)> {
-    let denied = |what: &str| format!("database error 42501: permission denied for {what}{HOSTILE_ROLE_HINT}");
+/// Each attack of fixture-hostile and the failed attempt it must end as, in `database`.
+fn attacks(database: &str) -> Vec<(&'static str, String)> {
+    let hint = format!(
+        " (the plugin runs as role {}, which may use only the tables its describe() declares)",
+        almanac::access::role_name("fixture-hostile", database)
+    );
+    let denied = |what: &str| format!("database error 42501: permission denied for {what}{hint}");
     let commit = "refused: COMMIT is transaction control, which belongs to the host (the job's transaction commits when `run` returns ok)";
     vec![
         ("mark-jobs-done", denied("schema almanac")),
@@ -38,7 +40,7 @@ fn attacks() -> Vec<(&'static str, String)> {
 
 /// Enqueue every attack, three daily-points jobs and one job of a task no host serves.
 async fn enqueue(client: &tokio_postgres::Client) {
-    let keys: Vec<&str> = attacks().iter().map(|(k, _)| *k).collect();
+    let keys: Vec<&str> = attacks("").iter().map(|(k, _)| *k).collect();
     client
         .execute(
             "INSERT INTO almanac.jobs (task, slot, key)
@@ -54,6 +56,8 @@ async fn enqueue(client: &tokio_postgres::Client) {
 /// Wait for the run to settle, then check that every attack failed as explained and had
 /// no effect, and that daily-points did its work under its own role.
 async fn check_outcome(client: &tokio_postgres::Client) {
+    let database: String = client.query_one("SELECT current_database()::text", &[]).await.unwrap().get(0);
+    let (points, hostile) = (almanac::access::role_name("daily-points", &database), almanac::access::role_name("fixture-hostile", &database));
     let settled = || async {
         let row = client
             .query_one(
@@ -66,9 +70,9 @@ async fn check_outcome(client: &tokio_postgres::Client) {
             .unwrap();
         (row.get::<_, i64>(0), row.get::<_, i64>(1))
     };
-    let want = (attacks().len() as i64, 3);
+    let want = (attacks(&database).len() as i64, 3);
     crate::support::wait_for("every attack failed and daily-points done", Duration::from_secs(60), || async { settled().await == want }).await;
-    for (key, error) in attacks() {
+    for (key, error) in attacks(&database) {
         let row = client.query_one("SELECT status, attempts, last_error FROM almanac.jobs WHERE task = 'fixture-hostile' AND key = $1", &[&key]).await.unwrap();
         let (status, attempts, last_error): (String, i32, String) = (row.get(0), row.get(1), row.get(2));
         assert_eq!((status.as_str(), attempts, last_error.as_str()), ("failed", 1, error.as_str()), "attack {key}");
@@ -86,18 +90,18 @@ async fn check_outcome(client: &tokio_postgres::Client) {
     assert_eq!(one("SELECT count(*) FROM points_ledger").await, 3);
     assert!(!std::path::Path::new("/tmp/almanac-hostile").exists(), "COPY TO PROGRAM ran nothing");
 
-    let privilege = |sql: &'static str| async move { client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get::<_, bool>(0) };
-    assert!(!privilege("SELECT has_schema_privilege('almanac_task_daily-points', 'almanac', 'USAGE')").await);
+    let privilege = |sql: String| async move { client.query_one(&sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get::<_, bool>(0) };
+    assert!(!privilege(format!("SELECT has_schema_privilege('{points}', 'almanac', 'USAGE')")).await);
     for table in ["almanac.jobs", "almanac.attempts", "almanac.schedules", "almanac.outbox", "almanac.plugins"] {
-        let readable: bool = client.query_one("SELECT has_table_privilege('almanac_task_daily-points', $1, 'SELECT')", &[&table]).await.unwrap().get(0);
+        let readable: bool = client.query_one("SELECT has_table_privilege($1, $2, 'SELECT')", &[&points, &table]).await.unwrap().get(0);
         assert!(!readable, "daily-points' role cannot read {table}");
     }
-    assert!(privilege("SELECT has_table_privilege('almanac_task_daily-points', 'accounts', 'SELECT, UPDATE')").await);
-    assert!(privilege("SELECT has_table_privilege('almanac_task_daily-points', 'points_ledger', 'INSERT')").await);
-    assert!(!privilege("SELECT has_table_privilege('almanac_task_daily-points', 'accounts', 'TRUNCATE')").await);
-    assert!(!privilege("SELECT has_table_privilege('almanac_task_fixture-hostile', 'accounts', 'SELECT')").await);
-    assert!(!privilege("SELECT has_table_privilege('almanac_task_fixture-hostile', 'points_ledger', 'SELECT')").await);
-    assert!(!privilege("SELECT rolcanlogin FROM pg_roles WHERE rolname = 'almanac_task_fixture-hostile'").await);
+    assert!(privilege(format!("SELECT has_table_privilege('{points}', 'accounts', 'SELECT, UPDATE')")).await);
+    assert!(privilege(format!("SELECT has_table_privilege('{points}', 'points_ledger', 'INSERT')")).await);
+    assert!(!privilege(format!("SELECT has_table_privilege('{points}', 'accounts', 'TRUNCATE')")).await);
+    assert!(!privilege(format!("SELECT has_table_privilege('{hostile}', 'accounts', 'SELECT')")).await);
+    assert!(!privilege(format!("SELECT has_table_privilege('{hostile}', 'points_ledger', 'SELECT')")).await);
+    assert!(!privilege(format!("SELECT rolcanlogin FROM pg_roles WHERE rolname = '{hostile}'")).await);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -30,7 +30,7 @@ async fn minutes_behind(db: &TestDb, minutes: i32) -> DateTime<Utc> {
 async fn two_schedulers_racing_for_200_ticks_never_double_generate_or_skip() {
     let db = TestDb::new().await;
     let start = minutes_behind(&db, 300).await;
-    let runtime = Runtime::new(Limits::default(), None, almanac::db::plain()).unwrap();
+    let runtime = Runtime::new(Limits::default(), None, almanac::db::plain(), &db.name).unwrap();
     let plugin = Arc::new(runtime.load(&built_plugins().join("fixture_minutely.wasm")).await.unwrap());
     let options = scheduler::Options { max_slots_per_tick: 5, ..scheduler::Options::default() };
     let target = db::config(&db.url, false, &Default::default()).unwrap();

@@ -98,3 +98,27 @@ pub async fn resolve(client: &impl Sql, calls: &[String]) -> Result<Vec<Call>, C
 pub async fn attribute_callable(client: &impl Sql) -> Result<HashSet<String>, tokio_postgres::Error> {
     Ok(client.rows(ATTRIBUTE_CALLABLE, &[]).await?.iter().map(|r| r.get(0)).collect())
 }
+
+/// A plugin as the hosts last installed it, with what it declares it calls.
+pub struct Installed {
+    pub name: String,
+    pub version: String,
+    pub digest: String,
+    pub loaded_at: chrono::DateTime<chrono::Utc>,
+    pub calls: Vec<Call>,
+}
+
+/// Every plugin of `almanac.plugins`, by name.
+pub async fn installed(client: &impl Sql) -> Result<Vec<Installed>, tokio_postgres::Error> {
+    let rows = client.rows("SELECT name, version, digest, loaded_at, calls FROM almanac.plugins ORDER BY name", &[]).await?;
+    Ok(rows
+        .iter()
+        .map(|r| Installed {
+            name: r.get(0),
+            version: r.get(1),
+            digest: r.get(2),
+            loaded_at: r.get(3),
+            calls: serde_json::from_value(r.get(4)).unwrap_or_default(),
+        })
+        .collect())
+}

@@ -126,6 +126,7 @@ fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
         println!("  ... and {} more statement(s), not shown (a dry run keeps the first {})", tried.trace.untraced, almanac::capability::db::TRACE_KEPT);
     }
     let ms = tried.elapsed.as_secs_f64() * 1000.0;
+    println!("  ran as role {}, made for this dry run and dropped after it (the task's live role was not touched)", tried.role);
     let kept = if tried.committed { "committed" } else { "rolled back: nothing was kept (give --commit to keep it)" };
     match &tried.outcome {
         Ok(keys) if plan_limit.is_some() => {

@@ -10,6 +10,7 @@ mod jobs;
 mod logins;
 mod new;
 mod outbox;
+mod plugins;
 #[cfg(test)]
 mod reference;
 mod run;
@@ -92,6 +93,8 @@ enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// List outbox messages, newest first; `outbox retry` sends dead ones back.
     Outbox(outbox::OutboxArgs),
+    /// The plugins the hosts installed here, and the functions each declares it calls.
+    Plugins,
     /// The plugins' database logins; `logins rotate [TASK]` gives them new passwords.
     Logins(logins::LoginsArgs),
     /// Which roles may enqueue into which tasks; `clients allow ROLE TASK`, `clients revoke ROLE TASK`.
@@ -256,6 +259,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let database = almanac_db().await?;
             return outbox::run(&database, args).await;
         }
+        Command::Plugins => return plugins::run(&almanac_db().await?).await,
         Command::Logins(args) => {
             let database = almanac_db().await?;
             return logins::run(&database, args).await;

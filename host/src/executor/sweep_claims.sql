@@ -30,13 +30,21 @@ WITH server AS (
                    WHEN c.incarnation IS NOT NULL AND c.incarnation <> (SELECT incarnation FROM server) THEN 'server'
                    WHEN c.interrupted THEN 'restart'
                    ELSE 'host' END AS why
+), crashed AS (
+    -- The claims a server crash ended, and which of them was a suspect running alone.
+    SELECT o.tasks,
+           cardinality(o.keys) = 1 AND EXISTS (SELECT 1 FROM almanac.jobs j
+                                               WHERE (j.task, j.slot, j.key) = (o.tasks[1], o.slots[1], o.keys[1]) AND j.crashes >= 1) AS suspect
+    FROM orphaned o
+    WHERE o.why = 'server'
 ), charged AS (
-    -- A server crash is the charge of every task that had jobs running when it happened
-    -- (migrations/V20__crash_charges.sql): once per task per crash.
+    -- A server crash is charged to the tasks that had jobs running when it happened
+    -- (migrations/V20__crash_charges.sql), once per task per crash: to a suspect's alone
+    -- when one ran (the crash is its own, as its job's count says), else to every one.
     INSERT INTO almanac.task_crashes (task, incarnation)
     SELECT DISTINCT t.task, (SELECT incarnation FROM server)
-    FROM orphaned o, unnest(o.tasks) AS t(task)
-    WHERE o.why = 'server'
+    FROM crashed c, unnest(c.tasks) AS t(task)
+    WHERE c.suspect OR NOT EXISTS (SELECT 1 FROM crashed s WHERE s.suspect)
     ON CONFLICT DO NOTHING
     RETURNING task
 ), held AS (

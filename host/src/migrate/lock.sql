@@ -1,3 +1,5 @@
+-- Quiet: "already exists, skipping" on every start is noise.
+SET client_min_messages = warning;
 -- The lock `almanac migrate` holds while it migrates, made before the first migration
 -- (which it must cover). A row of a host table rather than an advisory key: any session
 -- of the database can take an advisory key, and a plugin that reached

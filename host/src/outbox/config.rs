@@ -233,6 +233,17 @@ pub fn topics(section: &Section) -> Result<Topics, (Range<usize>, String)> {
         if t.publishers.as_ref().is_some_and(Vec::is_empty) {
             return Err((name.span(), format!("outbox topic {topic:?}: publishers is empty; name the tasks that publish on it, or leave it out")));
         }
+        if let (Some(task), true) = (&t.reply_task, publishers.is_empty()) {
+            // A reply makes a job of the reply task keyed by the message's key: whoever
+            // publishes first would otherwise choose another task's jobs.
+            return Err((
+                task.span(),
+                format!(
+                    "outbox topic {topic:?}: a topic with a reply_task must name its publishers = [...]: each message it carries makes a job of {:?}",
+                    task.get_ref()
+                ),
+            ));
+        }
         topics.insert(topic.clone(), TopicSpec { sink, retry_for, max_attempts, breaker: Breaker { after, cooldown }, reply, publishers });
     }
     Ok(topics)
@@ -295,6 +306,8 @@ mod tests {
         assert_eq!(bound["t"].publishers, ["points-notify"]);
         let e = parse("[outbox.topics.t]\nsink = \"log\"\npublishers = []\n").unwrap_err();
         assert!(e.contains("publishers is empty"), "{e}");
+        let e = parse("[outbox.topics.t]\nsink = \"log\"\nreply_task = \"record\"\n").unwrap_err();
+        assert!(e.starts_with("almanac.toml:3: ") && e.contains("must name its publishers"), "{e}");
 
         let e = parse("[outbox.topics.t]\nsink = \"kafka\"\n").unwrap_err();
         assert_eq!(e, "almanac.toml:2: outbox topic \"t\": unknown sink \"kafka\" (expected webhook or log)");
