@@ -186,7 +186,7 @@ impl DryRole {
         tx.batch_execute(&format!("CREATE ROLE {q} LOGIN NOINHERIT PASSWORD '{verifier}'; GRANT {q} TO CURRENT_USER"))
             .await
             .map_err(|e| access::AccessError::CreateRole { role: name.clone(), reason: crate::db::error_chain(&e) })?;
-        tx.execute("INSERT INTO almanac.dry_logins (login, task) VALUES ($1, $2)", &[&name, &plugin.name()]).await?;
+        tx.exec("INSERT INTO almanac.dry_logins (login, task) VALUES ($1, $2)", &[&name, &plugin.name()]).await?;
         access::grant_present(&*tx, &name, &plugin.spec.tables, true).await?;
         // Of the host's bookkeeping, a dry run only publishes.
         tx.batch_execute(&format!(
@@ -204,7 +204,7 @@ impl DryRole {
     /// tables its setup made become the task's own role's (as a deploy would make them).
     async fn drop(self, host: &mut crate::db::Conn, kept: Option<&Plugin>) -> anyhow::Result<()> {
         if let Some(plugin) = kept {
-            let live = crate::access::role_name(plugin.name(), &host.one("SELECT current_database()::text", &[]).await?.get::<_, String>(0));
+            let live = crate::access::role_name(plugin.name(), &crate::db::database_name(&***host).await?);
             crate::access::ensure_role(&***host, &live).await?;
             host.batch_execute(&format!("REASSIGN OWNED BY {} TO {}", crate::db::quote_ident(&self.name), crate::db::quote_ident(&live))).await?;
         }
@@ -228,7 +228,7 @@ async fn forget(host: &mut crate::db::Conn, name: &str) -> anyhow::Result<()> {
     if tx.opt("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", &[&name]).await?.is_some() {
         tx.batch_execute(&format!("DROP OWNED BY {q}; DROP ROLE {q}")).await?;
     }
-    tx.execute("DELETE FROM almanac.dry_logins WHERE login = $1", &[&name]).await?;
+    tx.exec("DELETE FROM almanac.dry_logins WHERE login = $1", &[&name]).await?;
     tx.commit().await?;
     Ok(())
 }

@@ -117,7 +117,7 @@ impl Host {
         }
         let listen = session.map(|s| s.role("listen"));
         access::check_host_role(&**conn).await?;
-        let database: String = conn.query_one("SELECT current_database()::text", &[]).await?.get(0);
+        let database = crate::db::database_name(&**conn).await?;
         let runtime = Runtime::new(options.limits.clone(), options.cache_dir.clone(), target.tls.clone(), &database)?;
         // A configuration mistake stops the start: running with a setting silently
         // ignored is worse than not running.

@@ -82,7 +82,7 @@ pub fn login_name(task: &str, database: &str) -> String {
 /// holds the setup lock.
 /// Returns the login's name.
 pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str, role: &str, rotate: bool) -> Result<String, tokio_postgres::Error> {
-    let database: String = tx.one("SELECT current_database()::text", &[]).await?.get(0);
+    let database = crate::db::database_name(tx).await?;
     let login = login_name(task, &database);
     let state = tx.opt(LOGIN_STATE, &[&login, &task, &role]).await?.map(|row| (row.get::<_, bool>(0), row.get::<_, bool>(1), row.get::<_, bool>(2)));
     if let (Some((true, true, member)), false) = (state, rotate) {
@@ -125,7 +125,7 @@ pub async fn list(client: &impl Sql) -> Result<Vec<Login>, tokio_postgres::Error
 pub async fn rotate(client: &mut tokio_postgres::Client, task: Option<&str>) -> Result<Vec<String>, tokio_postgres::Error> {
     let tx = client.transaction().await?;
     let tasks: Vec<String> = list(&tx).await?.into_iter().map(|l| l.task).filter(|t| task.is_none_or(|only| only == t)).collect();
-    let database: String = tx.one("SELECT current_database()::text", &[]).await?.get(0);
+    let database = crate::db::database_name(&tx).await?;
     for task in &tasks {
         ensure(&tx, task, &crate::access::role_name(task, &database), true).await?;
     }

@@ -100,7 +100,7 @@ async fn prepare(database: &super::database::Database, data_dir: &std::path::Pat
         }
     }
     let logins = almanac::login::Logins::new(&target, pool.clone(), 1);
-    let database: String = pool.get().await?.query_one("SELECT current_database()::text", &[]).await?.get(0);
+    let database = almanac::db::database_name(&**pool.get().await?).await?;
     let runtime = plugin::Runtime::new(plugin::Limits::default(), Some(data_dir.join("cache")), target.tls.clone(), &database)?;
     let config = source.config.clone().or_else(|| Some(almanac::config::default_path()).filter(|p| p.exists()));
     let plugin = dryrun::load(&runtime, &source.plugins, config.as_deref(), &source.task).await?;
@@ -126,9 +126,8 @@ fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
         println!("  ... and {} more statement(s), not shown (a dry run keeps the first {})", tried.trace.untraced, almanac::capability::db::TRACE_KEPT);
     }
     let ms = tried.elapsed.as_secs_f64() * 1000.0;
-    println!("  ran as role {}, made for this dry run and dropped after it (the task's live role was not touched)", tried.role);
     let kept = if tried.committed { "committed" } else { "rolled back: nothing was kept (give --commit to keep it)" };
-    match &tried.outcome {
+    let code = match &tried.outcome {
         Ok(keys) if plan_limit.is_some() => {
             // One a line, so a key with a comma in it reads (and parses) as one key.
             println!("keys ({}):", keys.len());
@@ -146,5 +145,7 @@ fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
             println!("outcome: failed in {ms:.1} ms: {e}; rolled back: nothing was kept");
             ExitCode::from(1)
         }
-    }
+    };
+    println!("ran as role {}, made for this dry run and dropped after it (the task's live role was not touched)", tried.role);
+    code
 }

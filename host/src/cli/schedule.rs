@@ -325,7 +325,7 @@ pub async fn apply(database: &super::database::Database, data_dir: &std::path::P
         true => {
             let tls = database.target()?.tls;
             let (client, _conn) = database.connect().await?;
-            let name: String = client.query_one("SELECT current_database()::text", &[]).await?.get(0);
+            let name = almanac::db::database_name(&client).await?;
             let runtime = almanac::plugin::Runtime::new(almanac::plugin::Limits::default(), Some(data_dir.join("cache")), tls, &name)?;
             let (registry, refused) = almanac::catalog::load_only(&runtime, &args.plugins).await?;
             for why in refused {

@@ -128,6 +128,12 @@ pub async fn server_now(client: &tokio_postgres::Client) -> Result<chrono::DateT
     Ok(client.query_one("SELECT now()", &[]).await?.get(0))
 }
 
+/// The database a connection is in, as the server names it (through a pooler's alias too):
+/// roles and logins carry it.
+pub async fn database_name(client: &impl Sql) -> Result<String, tokio_postgres::Error> {
+    Ok(client.one("SELECT current_database()::text", &[]).await?.get(0))
+}
+
 /// `name` as a quoted SQL identifier.
 pub fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
