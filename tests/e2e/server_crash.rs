@@ -140,3 +140,99 @@ async fn bomb(pooled: bool) {
     }
     db.counts_agree().await;
 }
+
+/// The round's two loops: three jobs that each crash the server (they cost seven restarts
+/// when only jobs were counted), and jobs that crash it only together, three at a time
+/// (each passed alone, and a new round crashed it again, for ever). Either way the task is
+/// held after `--poison-after` restarts, and no job of it ran beside the crash twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn three_jobs_that_each_crash_the_server_cost_three_restarts() {
+    crash_loop(&["SELECT length(repeat('x', 1000000000))"; 3], false, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn jobs_that_crash_the_server_only_together_cost_three_restarts() {
+    // ~100 MB each, held while it sleeps: one fits the server's 320 MB (the test runs one
+    // alone first, and it passes), three do not.
+    crash_loop(&[TOGETHER; 9], true, false).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn through_pgbouncer_jobs_that_crash_the_server_only_together_cost_three_restarts() {
+    crash_loop(&[TOGETHER; 9], true, true).await;
+}
+
+const TOGETHER: &str = "SELECT pg_sleep(4) WHERE length(repeat('x', 100000000)) > 0";
+
+/// `queries` as jobs of fixture-attacker, on a server in a 320 MB cgroup; `alone_first`:
+/// one of them runs alone before the others, and must pass without a crash; `pooled`:
+/// the host reaches the server through PgBouncer.
+async fn crash_loop(queries: &[&str], alone_first: bool, pooled: bool) {
+    let pg = PrivateCluster::start(false).await;
+    let postmaster: i32 = std::fs::read_to_string(pg.cluster.data_dir.join("postmaster.pid")).unwrap().lines().next().unwrap().trim().parse().unwrap();
+    let memory = MemoryCgroup::new("almanac-crash-loop", SERVER_MEMORY);
+    memory.add(postmaster);
+    let mut db = pg.db().await;
+    let enqueue = |key: String, query: &str| {
+        let steps = json!([{"query": query}]);
+        let client = &db.client;
+        async move {
+            client
+                .execute("INSERT INTO almanac.jobs (task, slot, key, payload) VALUES ('fixture-attacker', '2026-01-01T00:00:00Z', $1, $2)", &[&key, &steps])
+                .await
+                .unwrap();
+        }
+    };
+    let plugins = plugin_dir(&["fixture_attacker"]);
+    let mut args = vec!["--workers", "3", "--poison-after", "3", "--max-timeout", "60s", "--allow-function", "pg_sleep"];
+    let dir = tempfile::Builder::new().prefix("almanac-pgbouncer-").tempdir().unwrap();
+    let bouncer = match pooled {
+        true => Some(Bouncer::start(&pg.cluster, dir.path()).await.expect("start pgbouncer")),
+        false => None,
+    };
+    let url = bouncer.as_ref().map(|b| b.url(crate::support::private::DB)).unwrap_or_else(|| pg.url());
+    if pooled {
+        args.push("--pooler");
+    }
+    let mut host = HostProc::spawn_url(&url, plugins.path(), &args, &[]);
+    if alone_first {
+        enqueue("alone".into(), queries[0]).await;
+        db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'alone' AND status = 'done'", 1, Duration::from_secs(60)).await;
+        assert_eq!(memory.oom_kills(), 0, "one alone fits");
+    }
+    for (i, query) in queries.iter().enumerate() {
+        enqueue(format!("k{i}"), query).await;
+    }
+    let held = "SELECT count(*) FROM almanac.schedules WHERE task = 'fixture-attacker' AND held";
+    let deadline = std::time::Instant::now() + Duration::from_secs(240);
+    loop {
+        match db.client.query_one(held, &[]).await {
+            Ok(row) if row.get::<_, i64>(0) == 1 => break,
+            Ok(_) => {}
+            Err(_) => {
+                if let Ok((client, connection)) = tokio_postgres::connect(&pg.cluster.url(crate::support::private::DB), tokio_postgres::NoTls).await {
+                    tokio::spawn(connection);
+                    db.client = client;
+                }
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "the task was never held; host log:\n{}", host.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let log = std::fs::read_to_string(pg.cluster.data_dir.join("server.log")).unwrap();
+    let crashes = log.matches("was terminated by signal 9").count();
+    let spread: Vec<String> = db
+        .client
+        .query("SELECT format('%s %s %s attempt(s) %s crash(es): %s', key, status, attempts, crashes, last_error) FROM almanac.jobs ORDER BY key", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(crashes, 3, "three restarts, then the task was held; {spread:#?}");
+    assert!(memory.oom_kills() >= 3, "the kernel's OOM killer did it");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.task_crashes WHERE task = 'fixture-attacker'").await, 3, "{spread:#?}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'").await, 0, "held, not failed: {spread:#?}");
+    assert!(host.is_running(), "log:\n{}", host.log());
+    host.stop().await;
+}
