@@ -69,6 +69,7 @@ async fn a_dry_run_shows_every_statement_and_keeps_nothing_without_commit() {
 
     // A publish is shown as the message the receiver would get: topic, key, its JSON.
     let notify = plugin_dir(&["points_notify"]);
+    db.configured_topic("points-awarded").await;
     let (code, out, err) = almanac(&["try", "points-notify", "--slot", "2026-03-08", "--key", "3", "--plugins", &notify.path().display().to_string()]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(

@@ -132,7 +132,9 @@ async fn a_job_that_publishes_then_fails_leaves_no_message_and_its_retry_publish
     let db = TestDb::new().await;
     db.client.batch_execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-publish-flaky', '2026-01-01T00:00:00Z', 'f1')").await.unwrap();
     let plugins = plugin_dir(&["fixture_publish_flaky"]);
-    // No sink for topic `flaky` yet: the message waits, and the host says so once.
+    // Configured on another host, no sink for topic `flaky` here: the message waits, and
+    // the host says so once.
+    db.configured_topic("flaky").await;
     let (_none, no_sinks) = config("");
     let mut host = spawn(&db, plugins.path(), &outbox_args(&no_sinks));
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done' AND attempts = 2", 1, Duration::from_secs(30)).await;
@@ -179,8 +181,17 @@ async fn a_job_that_publishes_then_fails_leaves_no_message_and_its_retry_publish
 async fn a_topic_belongs_to_its_publishers() {
     let db = TestDb::new().await;
     let job = |key: &str| format!("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-publish-flaky', '2026-01-01T00:00:00Z', '{key}')");
-    db.client.batch_execute(&job("f1")).await.unwrap();
+    // A topic no host configured belongs to nobody, and carries nothing: refused.
+    db.client.batch_execute(&job("f0")).await.unwrap();
     let plugins = plugin_dir(&["fixture_publish_flaky"]);
+    let (_none, none) = config("");
+    let mut host = spawn(&db, plugins.path(), &outbox_args(&none));
+    let refused = "SELECT count(*) FROM almanac.attempts WHERE key = 'f0' AND error LIKE '%refused: outbox topic flaky is configured on no host, so nothing would deliver it%'";
+    db.wait_count(refused, 1, Duration::from_secs(30)).await;
+    host.stop().await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.outbox_topics").await, 0, "no task claimed the topic");
+    db.client.batch_execute("DELETE FROM almanac.jobs WHERE key = 'f0'").await.unwrap();
+    db.client.batch_execute(&job("f1")).await.unwrap();
     let (_bound, bound) = config("[outbox.topics.flaky]\nsink = \"log\"\npublishers = [\"points-notify\"]\n");
     let mut host = spawn(&db, plugins.path(), &outbox_args(&bound));
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'f1' AND status = 'failed'", 1, Duration::from_secs(30)).await;

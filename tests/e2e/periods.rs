@@ -71,6 +71,7 @@ async fn no_period_twice_across(old: &str, new: &str, hours_back: i64, min_perio
     let head = format!("[tasks.{TASK}]\nstart_at = \"{start}\"\nhorizon = \"400d\"\n");
     let (old_file, new_file) = (write(&dir, "old.toml", &format!("{head}{old}")), write(&dir, "new.toml", &format!("{head}{new}")));
     let plugins = plugin_dir(&["points_notify"]);
+    db.configured_topic("points-awarded").await;
     let folder = plugins.path().display().to_string();
 
     // The old calendar catches up from start_at.
@@ -185,6 +186,7 @@ async fn a_change_of_period_unit_needs_its_first_day() {
     let monthly = write(&dir, "monthly.toml", &head);
     let daily = write(&dir, "daily.toml", &format!("{head}period = \"day\"\n"));
     let plugins = plugin_dir(&["points_notify"]);
+    db.configured_topic("points-awarded").await;
     let folder = plugins.path().display().to_string();
     let (code, out, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &monthly]);
     assert_eq!(code, 0, "{out}{err}");
@@ -220,6 +222,7 @@ async fn a_backfill_past_the_horizon_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(&dir, "a.toml", &format!("[tasks.{TASK}]\ncron = \"0 9 1 * *\"\nzone = \"Europe/Berlin\"\n"));
     let plugins = plugin_dir(&["points_notify"]);
+    db.configured_topic("points-awarded").await;
     let folder = plugins.path().display().to_string();
     let (code, out, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &file]);
     assert_eq!(code, 0, "{out}{err}");
@@ -367,6 +370,7 @@ async fn a_v10_database_upgrades_to_periods_losing_and_rerunning_nothing() {
 
     // A host runs December's pending job and nothing else.
     let plugins = plugin_dir(&["points_notify"]);
+    db.configured_topic("points-awarded").await;
     let dir = tempfile::tempdir().unwrap();
     let file = write(&dir, "a.toml", "[tasks.points-notify]\ncron = \"0 10 1 * *\"\nzone = \"Europe/Berlin\"\n");
     let mut host = HostProc::spawn(&db, plugins.path(), &["--config", &file]);
@@ -388,6 +392,7 @@ async fn a_forgotten_task_comes_back_only_with_its_period_unit() {
     let monthly = write(&dir, "monthly.toml", &head);
     let daily = write(&dir, "daily.toml", &format!("{head}period = \"day\"\n"));
     let plugins = plugin_dir(&["points_notify"]);
+    db.configured_topic("points-awarded").await;
     let folder = plugins.path().display().to_string();
     let (code, out, err) = almanac(&db, &["apply", "--plugins", &folder, "--config", &monthly]);
     assert_eq!(code, 0, "{out}{err}");

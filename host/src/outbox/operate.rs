@@ -13,18 +13,20 @@ const LIST: &str = include_str!("list.sql");
 const RETRY: &str = include_str!("retry.sql");
 const COUNTS: &str = include_str!("counts.sql");
 const BIND_PUBLISHERS: &str = include_str!("bind_publishers.sql");
+const BIND_TOPIC: &str = include_str!("bind_topic.sql");
 const TOPICS: &str = include_str!("topics.sql");
 const PAUSE: &str = include_str!("pause.sql");
 const DELIVER_NOW: &str = include_str!("deliver_now.sql");
 const DISCARD: &str = include_str!("discard.sql");
 
-/// Record which tasks may publish on each topic `almanac.toml` names publishers for
+/// Record each topic `almanac.toml` names as configured (`almanac_job.publish` refuses a
+/// topic no host configured), with the tasks that may publish on it when it names them
 /// (`almanac_job.publish` refuses the others).
 pub async fn bind_publishers(client: &impl Sql, topics: &super::config::Topics) -> Result<(), tokio_postgres::Error> {
     for (topic, spec) in topics.iter() {
         if spec.publishers.is_empty() {
             // Until one publishes, any plugin could be first and own it.
-            if client.opt("SELECT 1 FROM almanac.outbox_topics WHERE topic = $1", &[topic]).await?.is_none() {
+            if client.one(BIND_TOPIC, &[topic]).await?.get::<_, bool>(0) {
                 tracing::warn!(%topic, "outbox topic names no publishers and has none yet: the first task to publish on it will own it; name them with publishers = [...]");
             }
             continue;

@@ -153,6 +153,15 @@ impl TestDb {
             .expect("insert a schedule");
     }
 
+    /// Outbox topic `topic` as a host whose almanac.toml names it records it (publishing
+    /// on a topic no host configured is refused), its first publisher its owner.
+    pub async fn configured_topic(&self, topic: &str) {
+        self.client
+            .execute("INSERT INTO almanac.outbox_topics (topic, publishers, configured) VALUES ($1, '{}', true) ON CONFLICT (topic) DO NOTHING", &[&topic])
+            .await
+            .expect("configure a topic");
+    }
+
     /// Insert jobs of `task` for one slot (RFC 3339), one per key.
     pub async fn enqueue(&self, task: &str, slot: &str, keys: &[&str]) {
         self.client
