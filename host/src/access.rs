@@ -107,19 +107,24 @@ pub fn schemas_of(tables: &[String]) -> Vec<String> {
 /// cluster's, so the name carries a digest of the database's: one role shared by two
 /// databases' tasks of one name let database B's plugin read database A's tables, and
 /// B's host (a member) write them. See [`scoped_name`] for the form.
+///
+/// The database's part follows a `.`, which no task name holds, so no role of this form
+/// is the role older versions shared (`almanac_task_<task>`) of any task: with a `_`, a
+/// plugin naming its task `ledger_1a2b3c4d` had its load "retire" task ledger's live role
+/// as its own legacy one, and take its tables.
 pub fn role_name(task: &str, database: &str) -> String {
-    scoped_name("almanac_task_", task, database)
+    scoped_name("almanac_task_", '.', task, database)
 }
 
-/// `<prefix><task>_<8 hex of the database's digest>`, at most 63 bytes. A long task name
-/// is cut and made unique with a digest of it after a `.`, which no task name holds: a
-/// short task named like a long one's shortened form would otherwise get its role and
+/// `<prefix><task><sep><8 hex of the database's digest>`, at most 63 bytes. A long task
+/// name is cut and made unique with a digest of it after a `.`, which no task name holds:
+/// a short task named like a long one's shortened form would otherwise get its role and
 /// its rights. The database's part is always the last 9 bytes, so no two (task,
 /// database) pairs share a name.
-pub fn scoped_name(prefix: &str, task: &str, database: &str) -> String {
+pub fn scoped_name(prefix: &str, sep: char, task: &str, database: &str) -> String {
     use sha2::Digest;
     let db = &hex::encode(sha2::Sha256::digest(database.as_bytes()))[..8];
-    let name = format!("{prefix}{task}_{db}");
+    let name = format!("{prefix}{task}{sep}{db}");
     if name.len() <= 63 {
         return name;
     }
@@ -128,7 +133,7 @@ pub fn scoped_name(prefix: &str, task: &str, database: &str) -> String {
     while !task.is_char_boundary(cut.min(task.len())) {
         cut -= 1;
     }
-    format!("{prefix}{}.{}_{db}", &task[..cut.min(task.len())], &digest[..8])
+    format!("{prefix}{}.{}{sep}{db}", &task[..cut.min(task.len())], &digest[..8])
 }
 
 /// The role every database's tasks of one name shared before roles were per database.
@@ -282,6 +287,9 @@ fn lost_race(e: &tokio_postgres::Error) -> bool {
 /// its setup: [`grant`], which follows it, revokes this.
 pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &[String]) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
+    // The clean-up after setup's transaction (login::CLEAN) calls the host's function.
+    tx.batch_execute(&format!("GRANT USAGE ON SCHEMA almanac_job TO {grantee}; GRANT EXECUTE ON FUNCTION almanac_job.unlink_large_objects() TO {grantee}"))
+        .await?;
     for schema in schemas_of(writable) {
         tx.batch_execute(&format!("GRANT USAGE, CREATE ON SCHEMA {} TO {grantee}", quote_ident(&schema))).await.map_err(|e| AccessError::Grant {
             privileges: "CREATE".into(),
@@ -411,7 +419,12 @@ mod tests {
 
     #[test]
     fn role_names_fit_postgres_and_stay_distinct() {
-        assert_eq!(role_name("daily-points", "almanac").len(), "almanac_task_daily-points_".len() + 8);
+        assert_eq!(role_name("daily-points", "almanac").len(), "almanac_task_daily-points.".len() + 8);
+        // No role of a task is the shared role of another (`x_1a2b3c4d`'s, older versions).
+        let live = role_name("ledger", "db");
+        let impostor = &live["almanac_task_".len()..];
+        assert!(impostor.contains('.'), "{live}: no task may be named {impostor}");
+        assert_ne!(shared_role_name(&impostor.replace('.', "_")), live);
         assert_ne!(role_name("t", "one"), role_name("t", "two"), "per database");
         assert_ne!(role_name("t", "db"), crate::login::login_name("t", "db"));
         for task in ["a".repeat(40), "a".repeat(63), format!("{}é", "a".repeat(40))] {

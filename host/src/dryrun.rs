@@ -135,6 +135,12 @@ where
 {
     crate::catalog::check_setup(plugin, &runtime.policy).await.map_err(|e| e.context(format!("setting up {}", plugin.name())))?;
     let mut host = pool.get().await?;
+    // As a host loads it: its declared calls must exist, and the database's own functions
+    // are what attribute notation and unqualified calls are held against.
+    for warning in crate::catalog::calls::resolve(&**host, &plugin.spec.calls).await?.iter().filter_map(crate::catalog::calls::Call::warning) {
+        tracing::warn!(task = %plugin.name(), "{}", crate::text::printable(&warning));
+    }
+    runtime.policy.learn_functions(crate::catalog::calls::reachable(&**host).await?);
     DryRole::drop_abandoned(&mut host).await?;
     let role = DryRole::make(&mut host, plugin).await.map_err(|e| anyhow::Error::new(e).context(format!("setting up {}", plugin.name())))?;
     let tried = async {
@@ -212,11 +218,19 @@ impl DryRole {
     }
 
     /// The roles of dry runs that never finished (their process died), made over
-    /// [`ABANDONED`] ago in this database.
+    /// [`ABANDONED`] ago in this database. What one of them owns (a `--commit` that died
+    /// before its tables were handed over) becomes its task's role's, never dropped.
     async fn drop_abandoned(host: &mut crate::db::Conn) -> anyhow::Result<()> {
-        let rows = host.rows(&format!("SELECT login FROM almanac.dry_logins WHERE made_at < now() - interval '{ABANDONED}'"), &[]).await?;
+        let rows = host.rows(&format!("SELECT login, task FROM almanac.dry_logins WHERE made_at < now() - interval '{ABANDONED}'"), &[]).await?;
+        let database = crate::db::database_name(&***host).await?;
         for row in rows {
-            forget(host, &row.get::<_, String>(0)).await?;
+            let (login, task): (String, String) = (row.get(0), row.get(1));
+            let live = crate::access::role_name(&task, &database);
+            crate::access::ensure_role(&***host, &live).await?;
+            if host.opt("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", &[&login]).await?.is_some() {
+                host.batch_execute(&format!("REASSIGN OWNED BY {} TO {}", crate::db::quote_ident(&login), crate::db::quote_ident(&live))).await?;
+            }
+            forget(host, &login).await?;
         }
         Ok(())
     }

@@ -33,9 +33,7 @@ const LOGIN_STATE: &str = "SELECT r.rolcanlogin, EXISTS (SELECT 1 FROM almanac.p
 /// otherwise leave in the database for good. The session is the plugin's own, so this
 /// keeps one job's leftovers from its task's next jobs, and from blocking the host (a
 /// session advisory lock once outlived its job).
-pub const CLEAN: &str = "SELECT pg_advisory_unlock_all(); \
-     SELECT pg_catalog.lo_unlink(l.oid) FROM pg_catalog.pg_largeobject_metadata l WHERE pg_catalog.pg_has_role(session_user, l.lomowner, 'MEMBER'); \
-     CLOSE ALL; UNLISTEN *; DISCARD TEMP; RESET ALL";
+pub const CLEAN: &str = "SELECT pg_advisory_unlock_all(); SELECT almanac_job.unlink_large_objects(); CLOSE ALL; UNLISTEN *; DISCARD TEMP; RESET ALL";
 
 /// Idle plugin sessions older than this are closed (a task that ran once an hour keeps
 /// no connection open in between).
@@ -72,7 +70,7 @@ pub fn new_password() -> String {
 
 /// The login role of `task` in `database`: at most 63 bytes, distinct per (database, task).
 pub fn login_name(task: &str, database: &str) -> String {
-    crate::access::scoped_name("almanac_login_", task, database)
+    crate::access::scoped_name("almanac_login_", '_', task, database)
 }
 
 /// Make `task`'s login in this database (a member of `role`, the task's role, alone)

@@ -9,6 +9,9 @@ use crate::bindings::almanac::plugin::types::Slot as WitSlot;
 use crate::bindings::exports::almanac::plugin::task::{Access, CatchUp as WitCatchUp, TaskInfo};
 use crate::calendar::{Period, Schedule, Slot};
 
+/// Functions one plugin may declare (each is looked up in the catalog at load).
+const MAX_CALLS: usize = 256;
+
 /// What to do with slots missed during downtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CatchUp {
@@ -141,6 +144,9 @@ impl TaskSpec {
             }
         }
         let mut calls: Vec<String> = Vec::new();
+        if info.calls.len() > MAX_CALLS {
+            return Err(format!("task {:?}: {} calls declared; the limit is {MAX_CALLS}", info.name, info.calls.len()));
+        }
         for call in info.calls {
             crate::access::check_call_name(&call).map_err(|e| format!("task {:?}: {e}", info.name))?;
             if !calls.contains(&call) {

@@ -110,7 +110,9 @@ async fn by_declaration(mode: Mode) {
              CREATE FUNCTION public.credit(account bigint, points bigint) RETURNS void LANGUAGE sql SECURITY DEFINER
                  AS $$ UPDATE public.accounts SET points = points + credit.points WHERE id = credit.account $$;
              CREATE FUNCTION public.bump(account bigint) RETURNS bigint LANGUAGE sql SECURITY DEFINER
-                 AS $$ UPDATE public.accounts SET points = points + 1000000 WHERE id = bump.account RETURNING points $$;",
+                 AS $$ UPDATE public.accounts SET points = points + 1000000 WHERE id = bump.account RETURNING points $$;
+             CREATE FUNCTION public.round(account float8, places integer) RETURNS float8 LANGUAGE sql SECURITY DEFINER
+                 AS $$ UPDATE public.accounts SET points = points + 1000000 WHERE id = round.account::bigint RETURNING points::float8 $$;",
         )
         .await
         .unwrap();
@@ -131,6 +133,13 @@ async fn by_declaration(mode: Mode) {
             "refused: `.bump` may call function bump of the database (PostgreSQL reads `x.bump` as `bump(x)` when x has no such column); declare the function in `calls` if that is meant".to_owned(),
         ),
         ("large-object", json!([{"query": "SELECT lo_create(0)"}]), format!("refused: function lo_create {NEVER}")),
+        (
+            "overload",
+            json!([{"query": "SELECT round(7::float8, 2)"}]),
+            "refused: round(...) may call function public.round of the database, which an unqualified call can reach; \
+             write pg_catalog.round(...) for the built-in, or declare public.round in `calls` and call it so"
+                .to_owned(),
+        ),
     ];
     let attacks: Vec<(&str, serde_json::Value)> = refusals.iter().map(|(k, s, _)| (*k, s.clone())).collect();
     enqueue_attacks(db, "fixture-attacker", &attacks).await;

@@ -3,12 +3,12 @@
 //! kept with the plugin's row (`almanac plugins`) and said at load. A statement may call
 //! the host's allowlist of built-in functions and these, nothing else
 //! ([`crate::capability::db::Policy`]); attribute notation (`x.name`, which calls
-//! `name(x)`) is held against the database's own one-argument functions, read here.
-use std::collections::HashSet;
-
+//! `name(x)`) and unqualified calls of a built-in's name are held against the database's
+//! own functions, read here.
 use serde::{Deserialize, Serialize};
 
 use crate::capability::db::policy::allow;
+pub use crate::capability::db::policy::Functions;
 use crate::db::Sql;
 
 const DECLARED_CALL: &str = include_str!("declared_call.sql");
@@ -94,9 +94,18 @@ pub async fn resolve(client: &impl Sql, calls: &[String]) -> Result<Vec<Call>, C
     Ok(found)
 }
 
-/// The names attribute notation could call (see the module's docs).
-pub async fn attribute_callable(client: &impl Sql) -> Result<HashSet<String>, tokio_postgres::Error> {
-    Ok(client.rows(ATTRIBUTE_CALLABLE, &[]).await?.iter().map(|r| r.get(0)).collect())
+/// The database's own functions a statement could reach without naming their schema
+/// (see `attribute_callable.sql`), for [`crate::capability::db::Policy::learn_functions`].
+pub async fn reachable(client: &impl Sql) -> Result<Functions, tokio_postgres::Error> {
+    let mut functions = Functions::default();
+    for row in client.rows(ATTRIBUTE_CALLABLE, &[]).await? {
+        let (name, schema, one_argument): (String, String, bool) = (row.get(0), row.get(1), row.get(2));
+        if one_argument {
+            functions.attribute.entry(name.clone()).or_default().insert(schema.clone());
+        }
+        functions.any.entry(name).or_default().insert(schema);
+    }
+    Ok(functions)
 }
 
 /// A plugin as the hosts last installed it, with what it declares it calls.

@@ -143,7 +143,7 @@ impl Folder {
         self.reread_config();
         // Functions made since the last read count from now on (the database away: the
         // names known stay, and nothing loads this time anyway).
-        match calls::attribute_callable(&***conn).await {
+        match calls::reachable(&***conn).await {
             Ok(names) => self.runtime.policy.learn_functions(names),
             Err(e) => tracing::debug!("cannot read the database's functions: {}", crate::db::error_chain(&e)),
         }
@@ -512,7 +512,7 @@ async fn install(
     access::grant(&*tx, &spec.role, &spec.tables).await?;
     let calls = calls::resolve(&*tx, &spec.calls).await?;
     for warning in calls.iter().filter_map(calls::Call::warning) {
-        tracing::warn!(task = %plugin.name(), "{warning}");
+        tracing::warn!(task = %plugin.name(), "{}", crate::text::printable(&warning));
     }
     tx.exec(
         "INSERT INTO almanac.plugins (name, digest, version, calls) VALUES ($1, $2, $3, $4)

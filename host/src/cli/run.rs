@@ -59,8 +59,9 @@ pub struct RunArgs {
     /// within --poison-window.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..))]
     poison_after: i32,
-    /// The window in which a task's server crashes are counted against --poison-after.
-    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    /// The window in which a task's server crashes are counted against --poison-after
+    /// (at most a year).
+    #[arg(long, default_value = "24h", value_parser = poison_window)]
     poison_window: Duration,
     /// Retry a job this many times after transient database errors (a deadlock, a
     /// serialization failure, a server restart or failover) before failing it; these
@@ -186,4 +187,13 @@ pub async fn run(
     }
     host.outbox_options(args.outbox_options()).serve(shutdown).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A duration of at most a year: the sweep subtracts it from now().
+fn poison_window(text: &str) -> Result<Duration, String> {
+    let window = humantime::parse_duration(text).map_err(|e| e.to_string())?;
+    if window > Duration::from_secs(366 * 24 * 3600) {
+        return Err("at most a year".into());
+    }
+    Ok(window)
 }

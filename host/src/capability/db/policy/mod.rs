@@ -63,6 +63,8 @@ pub enum Refusal {
     Operator(String),
     #[error("refused: `.{0}` may call function {0} of the database (PostgreSQL reads `x.{0}` as `{0}(x)` when x has no such column); declare the function in `calls` if that is meant")]
     AttributeCall(String),
+    #[error("refused: {0}(...) may call function {1}.{0} of the database, which an unqualified call can reach; write pg_catalog.{0}(...) for the built-in, or declare {1}.{0} in `calls` and call it so")]
+    Shadowed(String, String),
     #[error("refused in setup: {0} is not allowed; setup may only CREATE TABLE, CREATE INDEX and ALTER TABLE ... ADD")]
     SetupStatement(String),
     #[error("refused in setup: table {0} is not one the plugin declares for writing in `tables`")]
@@ -105,6 +107,27 @@ struct Calls {
     /// Names in attribute notation (`x.name`), which call `name(x)` when x has no such
     /// column: refused when the database has such a function the plugin did not declare.
     attributes: Vec<String>,
+    /// Built-ins called unqualified (`round(x, 2)`): refused when a schema of the
+    /// database has a function of that name the plugin did not declare, which the call
+    /// may resolve to.
+    unqualified: Vec<String>,
+}
+
+/// The database's own functions by name, with the schemas that have one (read by the
+/// host at each load: `catalog::calls::reachable`).
+#[derive(Debug, Default, Clone)]
+pub struct Functions {
+    /// Those taking one argument: attribute notation can call them.
+    pub attribute: HashMap<String, std::collections::BTreeSet<String>>,
+    /// All of them: an unqualified call of a built-in's name can reach an overload.
+    pub any: HashMap<String, std::collections::BTreeSet<String>>,
+}
+
+impl Functions {
+    /// The first schema whose function `name` the plugin did not declare.
+    fn undeclared<'a>(found: Option<&'a std::collections::BTreeSet<String>>, name: &str, calls: &[String]) -> Option<&'a String> {
+        found?.iter().find(|schema| !calls.iter().any(|c| c.split_once('.') == Some((schema.as_str(), name))))
+    }
 }
 
 /// What the parser decided about one text, before the plugin's declaration is known.
@@ -117,7 +140,7 @@ pub struct Policy {
     allowed: Arc<HashSet<String>>,
     cache: Mutex<HashMap<String, Verdict>>,
     parser: parser::Parser,
-    functions: arc_swap::ArcSwap<HashSet<String>>,
+    functions: arc_swap::ArcSwap<Functions>,
 }
 
 impl Default for Policy {
@@ -146,14 +169,14 @@ impl Policy {
             allowed: Arc::new(allowed),
             cache: Mutex::new(HashMap::new()),
             parser: parser::Parser::new(),
-            functions: arc_swap::ArcSwap::from_pointee(HashSet::new()),
+            functions: arc_swap::ArcSwap::from_pointee(Functions::default()),
         })
     }
 
     /// The database's functions that attribute notation can call (read by the host at
     /// each load: `catalog::calls`).
-    pub fn learn_functions(&self, names: HashSet<String>) {
-        self.functions.store(Arc::new(names));
+    pub fn learn_functions(&self, functions: Functions) {
+        self.functions.store(Arc::new(functions));
     }
 
     /// Accept or refuse one statement from `task`'s plugin, which declares `calls`
@@ -202,7 +225,7 @@ fn within_length(sql: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-fn permitted(verdict: &Verdict, calls: &[String], functions: &HashSet<String>) -> Result<(), Refusal> {
+fn permitted(verdict: &Verdict, calls: &[String], functions: &Functions) -> Result<(), Refusal> {
     let found = verdict.as_ref().map_err(Clone::clone)?;
     for q in &found.qualified {
         if calls.contains(&q.name) {
@@ -217,8 +240,13 @@ fn permitted(verdict: &Verdict, calls: &[String], functions: &HashSet<String>) -
         });
     }
     for name in &found.attributes {
-        if functions.contains(name) && !calls.iter().any(|c| c.split_once('.').is_some_and(|(_, f)| f == name)) {
+        if Functions::undeclared(functions.attribute.get(name), name, calls).is_some() {
             return Err(Refusal::AttributeCall(name.clone()));
+        }
+    }
+    for name in &found.unqualified {
+        if let Some(schema) = Functions::undeclared(functions.any.get(name), name, calls) {
+            return Err(Refusal::Shadowed(name.clone(), schema.clone()));
         }
     }
     Ok(())
@@ -329,6 +357,7 @@ fn check_calls(tree: &pg_query::protobuf::ParseResult, allowed: &HashSet<String>
     }
     let mut qualified = Vec::new();
     let mut attributes = Vec::new();
+    let mut unqualified = Vec::new();
     for name in &found.calls {
         match name.as_slice() {
             [function] | [_, function] if name.len() == 1 || name[0] == "pg_catalog" => {
@@ -337,6 +366,9 @@ fn check_calls(tree: &pg_query::protobuf::ParseResult, allowed: &HashSet<String>
                 }
                 if !allowed.contains(function.as_str()) {
                     return Err(Refusal::Function(function.clone()));
+                }
+                if name.len() == 1 {
+                    unqualified.push(function.clone());
                 }
             }
             [schema, function] => qualified.push(Qualified { name: format!("{schema}.{function}"), operator: false }),
@@ -366,9 +398,11 @@ fn check_calls(tree: &pg_query::protobuf::ParseResult, allowed: &HashSet<String>
             return Err(Refusal::NotAllowed(format!("TABLESAMPLE {}", method.join("."))));
         }
     }
-    attributes.sort();
-    attributes.dedup();
-    Ok(Arc::new(Calls { qualified, attributes }))
+    for names in [&mut attributes, &mut unqualified] {
+        names.sort();
+        names.dedup();
+    }
+    Ok(Arc::new(Calls { qualified, attributes, unqualified }))
 }
 
 fn parse(sql: &str) -> Result<pg_query::ParseResult, Refusal> {

@@ -122,6 +122,9 @@ fn functions_of_the_database_only_by_declaration() {
     assert_eq!(policy.check_uncached("SELECT almanac.x()", &calls), Err(Refusal::Function("almanac.x".into())));
     assert_eq!(policy.check_uncached("SELECT 1 OPERATOR(other.===) 2", &calls), Err(Refusal::Operator("other.===".into())));
     assert_eq!(policy.check_uncached("SELECT 1 OPERATOR(pg_catalog.+) 2", &calls), Ok(()));
+    let sorted = "SELECT x FROM t ORDER BY x USING OPERATOR(other.<<<)";
+    assert_eq!(policy.check_uncached(sorted, &calls), Err(Refusal::Operator("other.<<<".into())));
+    assert_eq!(policy.check_uncached("SELECT x FROM t ORDER BY x USING <", &calls), Ok(()));
     // Unqualified, a declared function is not found: calls are written as declared.
     assert_eq!(policy.check_uncached("SELECT score(1)", &calls), Err(Refusal::Function("score".into())));
     // Text-SQL runners: refused with their own rule, unless declared.
@@ -135,13 +138,31 @@ fn functions_of_the_database_only_by_declaration() {
 #[test]
 fn attribute_notation_calls_only_declared_functions() {
     let policy = Policy::default();
-    policy.learn_functions(["credit".to_owned(), "full_name".to_owned()].into());
+    let mut functions = Functions::default();
+    for (name, schema) in [("credit", "public"), ("credit", "app"), ("full_name", "public")] {
+        functions.attribute.entry(name.to_owned()).or_default().insert(schema.to_owned());
+    }
+    policy.learn_functions(functions);
     let credit = "SELECT (7).credit";
     assert_eq!(policy.check_uncached(credit, &[]), Err(Refusal::AttributeCall("credit".into())));
     assert_eq!(policy.check_uncached("SELECT a.credit FROM accounts a", &[]), Err(Refusal::AttributeCall("credit".into())));
-    assert_eq!(policy.check_uncached(credit, &["public.credit".to_owned()]), Ok(()));
+    // Declared in one schema, the name still reaches the other's through the search path.
+    assert_eq!(policy.check_uncached(credit, &["app.credit".to_owned()]), Err(Refusal::AttributeCall("credit".into())));
+    assert_eq!(policy.check_uncached(credit, &["app.credit".to_owned(), "public.credit".to_owned()]), Ok(()));
     // A column no function of the database is named like is only a column.
     assert_eq!(policy.check_uncached("SELECT a.points FROM accounts a", &[]), Ok(()));
+}
+
+#[test]
+fn a_builtins_name_overloaded_by_the_database_is_called_qualified() {
+    let policy = Policy::default();
+    let mut functions = Functions::default();
+    functions.any.entry("round".to_owned()).or_default().insert("public".to_owned());
+    policy.learn_functions(functions);
+    // public.round(float8, int) beats pg_catalog.round(numeric, int) for a float8.
+    assert_eq!(policy.check_uncached("SELECT round(x::float8, 2) FROM t", &[]), Err(Refusal::Shadowed("round".into(), "public".into())));
+    assert_eq!(policy.check_uncached("SELECT pg_catalog.round(x::float8, 2) FROM t", &[]), Ok(()));
+    assert_eq!(policy.check_uncached("SELECT lower(x) FROM t", &[]), Ok(()));
 }
 
 #[test]
@@ -192,7 +213,7 @@ fn setup_may_only_shape_declared_tables_standing_alone() {
     let setup = |sql: &str| {
         let (sql, writable, declared) = (sql.to_owned(), writable.clone(), declared.clone());
         let allowed = policy.allowed.clone();
-        permitted(&policy.parser.run_blocking(move || decide_setup(&sql, &allowed, &writable, &declared)), &[], &HashSet::new())
+        permitted(&policy.parser.run_blocking(move || decide_setup(&sql, &allowed, &writable, &declared)), &[], &Functions::default())
     };
     for sql in [
         "CREATE TABLE IF NOT EXISTS points_ledger (id bigint PRIMARY KEY, at timestamptz DEFAULT now())",

@@ -89,7 +89,8 @@ impl Walker {
         let within = self.structs.last().copied().unwrap_or_default();
         let target = match (within, key) {
             ("FuncCall", "funcname") => Some(Target::Call),
-            ("AExpr", "name") | ("SubLink", "oper_name") => Some(Target::Operator),
+            // `ORDER BY x USING OPERATOR(app.<<<)` calls the operator too.
+            ("AExpr", "name") | ("SubLink", "oper_name") | ("SortBy", "use_op") => Some(Target::Operator),
             ("RangeTableSample", "method") => Some(Target::Sample),
             ("AIndirection", "indirection") => Some(Target::Attribute),
             ("ColumnRef", "fields") => Some(Target::Column),
