@@ -30,6 +30,8 @@ pub struct Tried {
     pub committed: bool,
     /// The role the dry run ran as, made for it and dropped after it.
     pub role: String,
+    /// The functions the tried file declares it calls, as the catalog has them.
+    pub calls: Vec<crate::catalog::calls::Call>,
 }
 
 /// Load the plugin of `task` from `plugins` (a folder of components, or one component
@@ -137,7 +139,8 @@ where
     let mut host = pool.get().await?;
     // As a host loads it: its declared calls must exist, and the database's own functions
     // are what attribute notation and unqualified calls are held against.
-    for warning in crate::catalog::calls::resolve(&**host, &plugin.spec.calls).await?.iter().filter_map(crate::catalog::calls::Call::warning) {
+    let calls = crate::catalog::calls::resolve(&**host, &plugin.spec.calls).await?;
+    for warning in calls.iter().filter_map(crate::catalog::calls::Call::warning) {
         tracing::warn!(task = %plugin.name(), "{}", crate::text::printable(&warning));
     }
     runtime.policy.learn_functions(crate::catalog::calls::reachable(&**host).await?);
@@ -155,7 +158,7 @@ where
         let elapsed = started.elapsed();
         let committed = commit && outcome.is_ok();
         conn.batch_execute(if committed { "COMMIT" } else { "ROLLBACK" }).await?;
-        anyhow::Ok(Tried { trace, outcome, elapsed, committed, role: role.name.clone() })
+        anyhow::Ok(Tried { trace, outcome, elapsed, committed, role: role.name.clone(), calls })
     }
     .await;
     let committed = tried.as_ref().is_ok_and(|t| t.committed);

@@ -60,6 +60,7 @@ pub fn is_format(c: char) -> bool {
             | 0x0600..=0x0605
             | 0x061C
             | 0x06DD
+            | 0x0890..=0x0891
             | 0x070F
             | 0x08E2
             | 0x180E

@@ -166,6 +166,10 @@ async fn by_declaration(mode: Mode) {
     let (code, out, _) = almanac(&db.url, &["plugins"]);
     assert_eq!(code, 0);
     assert!(out.contains("hold_host_keys(double precision) volatile SECURITY DEFINER"), "{out}");
+    // A dry run shows them too.
+    let dir = plugin_dir(&["fixture_caller"]);
+    let (_, out, err) = almanac(&db.url, &["try", "fixture-caller", "--slot", "2026-01-01", "--key", "shown", "--plugins", &dir.path().display().to_string()]);
+    assert!(out.contains("declared call hold_host_keys(double precision) volatile SECURITY DEFINER"), "{out}{err}");
 }
 
 /// A plugin reaches pg_advisory_lock through a function it declares, and holds every key

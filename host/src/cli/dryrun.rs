@@ -147,5 +147,8 @@ fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
         }
     };
     println!("ran as role {}, made for this dry run and dropped after it (the task's live role was not touched)", tried.role);
+    for call in &tried.calls {
+        println!("declared call {}", almanac::text::printable(&call.describe()));
+    }
     code
 }
