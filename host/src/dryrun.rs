@@ -139,10 +139,7 @@ where
     let mut host = pool.get().await?;
     // As a host loads it: its declared calls must exist, and the database's own functions
     // are what attribute notation and unqualified calls are held against.
-    let calls = crate::catalog::calls::resolve(&**host, &plugin.spec.calls).await?;
-    for warning in calls.iter().filter_map(crate::catalog::calls::Call::warning) {
-        tracing::warn!(task = %plugin.name(), "{}", crate::text::printable(&warning));
-    }
+    let calls = crate::catalog::calls::resolve(&**host, plugin.name(), &plugin.spec.calls).await?;
     runtime.policy.learn_functions(crate::catalog::calls::reachable(&**host).await?);
     DryRole::drop_abandoned(&mut host).await?;
     let role = DryRole::make(&mut host, plugin).await.map_err(|e| anyhow::Error::new(e).context(format!("setting up {}", plugin.name())))?;
@@ -212,12 +209,7 @@ impl DryRole {
     /// Drop the role and everything granted to it. `kept`: the dry run committed, and the
     /// tables its setup made become the task's own role's (as a deploy would make them).
     async fn drop(self, host: &mut crate::db::Conn, kept: Option<&Plugin>) -> anyhow::Result<()> {
-        if let Some(plugin) = kept {
-            let live = crate::access::role_name(plugin.name(), &crate::db::database_name(&***host).await?);
-            crate::access::ensure_role(&***host, &live).await?;
-            host.batch_execute(&format!("REASSIGN OWNED BY {} TO {}", crate::db::quote_ident(&self.name), crate::db::quote_ident(&live))).await?;
-        }
-        forget(host, &self.name).await
+        forget(host, &self.name, kept.map(Plugin::name)).await
     }
 
     /// The roles of dry runs that never finished (their process died), made over
@@ -225,24 +217,32 @@ impl DryRole {
     /// before its tables were handed over) becomes its task's role's, never dropped.
     async fn drop_abandoned(host: &mut crate::db::Conn) -> anyhow::Result<()> {
         let rows = host.rows(&format!("SELECT login, task FROM almanac.dry_logins WHERE made_at < now() - interval '{ABANDONED}'"), &[]).await?;
-        let database = crate::db::database_name(&***host).await?;
         for row in rows {
             let (login, task): (String, String) = (row.get(0), row.get(1));
-            let live = crate::access::role_name(&task, &database);
-            crate::access::ensure_role(&***host, &live).await?;
-            if host.opt("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", &[&login]).await?.is_some() {
-                host.batch_execute(&format!("REASSIGN OWNED BY {} TO {}", crate::db::quote_ident(&login), crate::db::quote_ident(&live))).await?;
-            }
-            forget(host, &login).await?;
+            forget(host, &login, Some(&task)).await?;
         }
         Ok(())
     }
 }
 
-async fn forget(host: &mut crate::db::Conn, name: &str) -> anyhow::Result<()> {
+/// Drop dry-run role `name`, its grants and its row, in one transaction; with `hand_to`
+/// (a task), what it owns becomes that task's role's first, so no process dying between
+/// the two can lose a committed dry run's tables.
+async fn forget(host: &mut crate::db::Conn, name: &str, hand_to: Option<&str>) -> anyhow::Result<()> {
     let q = crate::db::quote_ident(name);
+    let live = match hand_to {
+        Some(task) => {
+            let live = crate::access::role_name(task, &crate::db::database_name(&***host).await?);
+            crate::access::ensure_role(&***host, &live).await?;
+            Some(crate::db::quote_ident(&live))
+        }
+        None => None,
+    };
     let tx = host.transaction().await?;
     if tx.opt("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1", &[&name]).await?.is_some() {
+        if let Some(live) = &live {
+            tx.batch_execute(&format!("REASSIGN OWNED BY {q} TO {live}")).await?;
+        }
         tx.batch_execute(&format!("DROP OWNED BY {q}; DROP ROLE {q}")).await?;
     }
     tx.exec("DELETE FROM almanac.dry_logins WHERE login = $1", &[&name]).await?;

@@ -71,8 +71,9 @@ pub enum CallError {
     Db(#[from] tokio_postgres::Error),
 }
 
-/// Every overload of each declared call, or the first one that does not exist.
-pub async fn resolve(client: &impl Sql, calls: &[String]) -> Result<Vec<Call>, CallError> {
+/// Every overload of each of `task`'s declared calls, or the first one that does not
+/// exist; each one operators should know of is logged as a warning.
+pub async fn resolve(client: &impl Sql, task: &str, calls: &[String]) -> Result<Vec<Call>, CallError> {
     let mut found = Vec::new();
     for name in calls {
         let Some((schema, function)) = name.split_once('.') else { return Err(CallError::Missing(name.clone())) };
@@ -90,6 +91,9 @@ pub async fn resolve(client: &impl Sql, calls: &[String]) -> Result<Vec<Call>, C
                 runs_text: allow::never(function),
             });
         }
+    }
+    for warning in found.iter().filter_map(Call::warning) {
+        tracing::warn!(%task, "{}", crate::text::printable(&warning));
     }
     Ok(found)
 }

@@ -510,10 +510,7 @@ async fn install(
     // neither the old role's nor the new one's.
     access::retire_shared_role(&*tx, plugin.name(), &spec.role, &login).await?;
     access::grant(&*tx, &spec.role, &spec.tables).await?;
-    let calls = calls::resolve(&*tx, &spec.calls).await?;
-    for warning in calls.iter().filter_map(calls::Call::warning) {
-        tracing::warn!(task = %plugin.name(), "{}", crate::text::printable(&warning));
-    }
+    let calls = calls::resolve(&*tx, plugin.name(), &spec.calls).await?;
     tx.exec(
         "INSERT INTO almanac.plugins (name, digest, version, calls) VALUES ($1, $2, $3, $4)
          ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, calls = EXCLUDED.calls, loaded_at = now()",
