@@ -6,7 +6,7 @@
 # --need-pgbouncer, Debian's pgbouncer for the connection-pooler test; with --need-node,
 # Node.js (Debian's nodejs and npm) and the `pg` package for the book's Node example (docs/src/guide/enqueue.md);
 # with --need-python, a virtualenv .venv with componentize-py and pytest (PyPI) for Python plugins,
-# and psycopg for the book's Python enqueue example;
+# psycopg for the book's Python enqueue example, numpy and python-dateutil for the calendar oracle;
 # with --need-failover, Debian's pg_auto_failover (postgresql-15-auto-failover) for the failover test;
 # with --need-lint, rustup's rustfmt and clippy components;
 # with --need-book, mdBook (crates.io, built by cargo into target/tools) for the book in docs/.
@@ -83,12 +83,12 @@ if $need_node; then
         npm ci --prefix examples/enqueue --no-audit --no-fund --silent >&2
     fi
 fi
-if $need_python && ! { [ -x .venv/bin/componentize-py ] && [ -x .venv/bin/pytest ] && .venv/bin/python -c 'import psycopg' 2>/dev/null; }; then
+if $need_python && ! { [ -x .venv/bin/componentize-py ] && [ -x .venv/bin/pytest ] && .venv/bin/python -c 'import psycopg, numpy, dateutil' 2>/dev/null; }; then
     if ! python3 -m venv --help >/dev/null 2>&1; then
         echo "bootstrap: installing python3-venv (Debian) for Python plugins" >&2
         apt_install python3-venv python3-pip
     fi
-    echo "bootstrap: installing componentize-py, pytest and psycopg into .venv (PyPI; they build and test Python plugins, and run the enqueue example)" >&2
+    echo "bootstrap: installing componentize-py, pytest, psycopg, numpy and python-dateutil into .venv (PyPI; they build and test Python plugins, run the enqueue example, and are the business-calendar oracle)" >&2
     [ -x .venv/bin/pip ] || python3 -m venv .venv >&2
-    .venv/bin/pip install --quiet --disable-pip-version-check componentize-py==0.25.1 pytest==8.3.4 'psycopg[binary]==3.2.3' >&2
+    .venv/bin/pip install --quiet --disable-pip-version-check componentize-py==0.25.1 pytest==8.3.4 'psycopg[binary]==3.2.3' numpy==2.2.6 python-dateutil==2.9.0.post0 >&2
 fi

@@ -245,7 +245,7 @@ impl Applied {
     pub fn slot_at(&self, start: DateTime<Utc>) -> Slot {
         match &self.schedule {
             Some(schedule) => schedule.slot_at(start),
-            None => Slot { start, end: start, label: start.with_timezone(&self.zone).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false) },
+            None => Slot { start, end: start, label: start.with_timezone(&self.zone).to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false), business: None },
         }
     }
 

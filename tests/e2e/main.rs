@@ -4,6 +4,7 @@ mod support;
 
 mod application;
 mod bench;
+mod business;
 mod calendar;
 mod catalogue;
 mod changes;

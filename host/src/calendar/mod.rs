@@ -26,8 +26,10 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::str::FromStr;
+use std::sync::Arc;
 
-use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike, Utc};
+use business::{Business, BusinessError, Facts, Roll, Rule};
+use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
@@ -70,13 +72,15 @@ pub struct Schedule {
     matchable: bool,
     /// Whether it fires at most once a local day (one time of day); see [`once_a_day`].
     daily: bool,
+    /// Holiday calendars and a business-day rule, if the schedule has them.
+    business: Option<Arc<Business>>,
 }
 
 // croner's Debug dumps every bit field; the text says the same in one line.
 impl std::fmt::Debug for Schedule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut f = f.debug_struct("Schedule");
-        f.field("cron", &self.expr).field("zone", &self.zone).field("real_time", &self.real_time).finish()
+        f.field("cron", &self.expr).field("zone", &self.zone).field("real_time", &self.real_time).field("business", &self.business).finish()
     }
 }
 
@@ -89,6 +93,8 @@ pub struct Slot {
     /// The business period: `YYYY-MM-DD` for a schedule that fires at most once a day,
     /// otherwise `YYYY-MM-DDTHH:MM[:SS]±HH:MM` (see the module's docs).
     pub label: String,
+    /// Its business day, for a schedule with holiday calendars.
+    pub business: Option<Facts>,
 }
 
 impl Slot {
@@ -126,7 +132,43 @@ impl Schedule {
         let real_time = hour_field_is_real_time(parsed.pattern.as_str());
         let matchable = can_match(&parsed);
         let daily = once_a_day(&parsed);
-        Ok(Schedule { cron: parsed, zone: tz, expr: cron.to_string(), real_time, matchable, daily })
+        Ok(Schedule { cron: parsed, zone: tz, expr: cron.to_string(), real_time, matchable, daily, business: None })
+    }
+
+    /// The schedule run by holiday calendars and a business-day rule. A rule that moves
+    /// or picks days needs a cron that fires once a day (`business_day` one that fires
+    /// every day: it gives the time); cron's own `L`, `W` and `#` days are refused, with
+    /// the rule that means what they mean on business days.
+    pub fn with_business(mut self, business: Business) -> Result<Schedule, BusinessError> {
+        business::check_cron(&self.expr)?;
+        let fields: Vec<&str> = self.cron.pattern.as_str().split_whitespace().collect();
+        let days = fields.get(fields.len().saturating_sub(3)..).unwrap_or_default();
+        if let [_, _, _] = days {
+            let any = |f: &&str| *f == "*" || *f == "?";
+            let every_day = days.iter().all(any);
+            match business.rule() {
+                Rule::Nth { .. } if !(self.daily && every_day) => {
+                    return Err(BusinessError::Cron(format!(
+                        "cron {:?}: business_day picks the days; the cron gives only the time, once a day (e.g. \"0 6 * * *\")",
+                        self.expr
+                    )));
+                }
+                Rule::Roll(roll) if *roll != Roll::Skip && !self.daily => {
+                    return Err(BusinessError::Cron(format!(
+                        "cron {:?}: roll = \"{}\" moves a day's one slot; it needs a cron that fires once a day",
+                        self.expr,
+                        roll.as_str()
+                    )));
+                }
+                _ => {}
+            }
+        }
+        self.business = Some(Arc::new(business));
+        Ok(self)
+    }
+
+    pub fn business(&self) -> Option<&Business> {
+        self.business.as_deref()
     }
 
     pub fn cron(&self) -> &str {
@@ -144,10 +186,13 @@ impl Schedule {
 
     /// Slots starting strictly after `after`, in increasing order (an iterator; lazily
     /// computed). It ends when croner's search limit (year 5000) is reached.
-    pub fn slots_after(&self, after: DateTime<Utc>) -> impl Iterator<Item = Slot> + '_ {
+    pub fn slots_after(&self, after: DateTime<Utc>) -> Box<dyn Iterator<Item = Slot> + Send + '_> {
+        if let Some(business) = &self.business {
+            return Box::new(business::slots_after(self, business, after));
+        }
         let mut occurrences = self.occurrences_after(after);
         let mut upcoming: Option<Option<DateTime<Utc>>> = None;
-        std::iter::from_fn(move || {
+        Box::new(std::iter::from_fn(move || {
             let start = match upcoming.take() {
                 Some(start) => start,
                 None => occurrences.next(),
@@ -155,23 +200,31 @@ impl Schedule {
             let end = occurrences.next();
             upcoming = Some(end);
             Some(self.slot(start, end.unwrap_or(OPEN_END), true))
-        })
+        }))
     }
 
     /// Whether a slot of this schedule starts exactly at `start`.
     pub fn is_on_calendar(&self, start: DateTime<Utc>) -> bool {
-        start.checked_sub_signed(TimeDelta::microseconds(1)).is_some_and(|before| self.occurrences_after(before).next() == Some(start))
+        start.checked_sub_signed(TimeDelta::microseconds(1)).is_some_and(|before| self.slots_after(before).next().is_some_and(|s| s.start == start))
     }
 
     /// The slot that starts exactly at `start` (start need not be an occurrence; end =
     /// next occurrence after start).
     pub fn slot_at(&self, start: DateTime<Utc>) -> Slot {
+        if self.business.is_some() {
+            let before = start.checked_sub_signed(TimeDelta::microseconds(1)).unwrap_or(start);
+            if let Some(slot) = self.slots_after(before).next().filter(|s| s.start == start) {
+                return slot;
+            }
+            let end = self.slots_after(start).next().map_or(OPEN_END, |s| s.start);
+            return Slot { start, end, label: self.time_label(start), business: None };
+        }
         let end = self.occurrences_after(start).next().unwrap_or(OPEN_END);
         self.slot(start, end, self.is_on_calendar(start))
     }
 
     fn slot(&self, start: DateTime<Utc>, end: DateTime<Utc>, on_calendar: bool) -> Slot {
-        Slot { start, end, label: self.label(start, on_calendar) }
+        Slot { start, end, label: self.label(start, on_calendar), business: None }
     }
 
     fn label(&self, start: DateTime<Utc>, on_calendar: bool) -> String {
@@ -185,6 +238,9 @@ impl Schedule {
 
     /// The period unit this schedule means when its task declares none.
     pub fn default_period(&self) -> Period {
+        if let Some(Rule::Nth { of, .. }) = self.business.as_deref().map(Business::rule) {
+            return *of;
+        }
         Period::default_for(self.cron.pattern.as_str(), self.daily)
     }
 
@@ -194,6 +250,32 @@ impl Schedule {
         match unit {
             Period::Slot => self.time_label(start),
             _ => unit.day_label(self.business_day(start).unwrap_or_else(|| start.with_timezone(&self.zone).date_naive())),
+        }
+    }
+
+    /// The name of the `unit` period `slot` is for: a rolled slot's is its nominal day's.
+    pub fn slot_period(&self, unit: Period, slot: &Slot) -> String {
+        match (&slot.business, unit) {
+            (Some(facts), unit) if unit != Period::Slot => unit.day_label(facts.nominal),
+            _ => self.period_label(unit, slot.start),
+        }
+    }
+
+    /// The wall time the cron matches on local `day` (its first), if it fires that day.
+    pub(super) fn wall_time_on(&self, day: NaiveDate) -> Option<NaiveTime> {
+        let midnight = Utc.from_utc_datetime(&day.and_hms_opt(0, 0, 0)?);
+        let naive = self.cron.find_next_occurrence(&midnight, true).ok()?.naive_utc();
+        (naive.date() == day).then_some(naive.time())
+    }
+
+    /// The instant of wall time `naive` as a slot resolves it: the earlier of a repeated
+    /// time, the end of a gap for a skipped one, none on a day the zone skipped.
+    pub(super) fn resolve_wall(&self, naive: NaiveDateTime) -> Option<DateTime<Utc>> {
+        match self.zone.from_local_datetime(&naive) {
+            LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
+            LocalResult::Ambiguous(a, b) => Some(a.min(b).with_timezone(&Utc)),
+            LocalResult::None if self.day_missing(naive) => None,
+            LocalResult::None => self.gap_end(naive),
         }
     }
 
@@ -213,7 +295,7 @@ impl Schedule {
 
     /// The local day an occurrence belongs to: the day of the wall time that matched —
     /// `start`'s own, or, when a gap moved the occurrence, the skipped one.
-    fn business_day(&self, start: DateTime<Utc>) -> Option<NaiveDate> {
+    pub(super) fn business_day(&self, start: DateTime<Utc>) -> Option<NaiveDate> {
         let wall = local_naive(self.zone, start)?;
         let own = self.cron.is_time_matching(&Utc.from_utc_datetime(&wall)).unwrap_or(false);
         let before = local_naive(self.zone, start.checked_sub_signed(TimeDelta::seconds(1))?)?;
@@ -235,7 +317,7 @@ impl Schedule {
             && self.gap_end(midnight).and_then(|end| local_naive(self.zone, end)).is_some_and(|first| first.date() > naive.date())
     }
 
-    fn occurrences_after(&self, after: DateTime<Utc>) -> Occurrences<'_> {
+    pub(super) fn occurrences_after(&self, after: DateTime<Utc>) -> Occurrences<'_> {
         Occurrences { schedule: self, floor: after, heap: BinaryHeap::new(), upcoming: None, scan_from: self.scan_start(after) }
     }
 
@@ -353,7 +435,7 @@ struct Candidate {
 /// Wall times are enumerated in order, but their instants are not: the second copy of a
 /// repeated hour comes after the wall times that follow it. Instants wait in a min-heap
 /// until the next unprocessed wall time can only resolve to something later.
-struct Occurrences<'a> {
+pub(super) struct Occurrences<'a> {
     schedule: &'a Schedule,
     floor: DateTime<Utc>,
     heap: BinaryHeap<Reverse<DateTime<Utc>>>,
@@ -487,6 +569,8 @@ impl Schedule {
     }
 }
 
+pub mod business;
+pub mod holidays;
 pub mod period;
 pub use period::Period;
 

@@ -1,5 +1,6 @@
 //! Command-line interface: parse, set up logging, pick the database, dispatch.
 mod bench;
+mod business;
 mod clients;
 mod cluster;
 mod database;

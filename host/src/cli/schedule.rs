@@ -39,6 +39,8 @@ pub struct SlotsArgs {
     /// Stop after this many slots.
     #[arg(long, default_value_t = 10_000)]
     limit: usize,
+    #[command(flatten)]
+    business: super::business::BusinessArgs,
 }
 
 #[derive(Serialize)]
@@ -52,6 +54,10 @@ struct SlotLine {
     /// What the ledger says of the period (with a TASK only).
     #[serde(skip_serializing_if = "Option::is_none")]
     state: Option<String>,
+    /// With holiday calendars: the nominal day, the business day it runs on, and its
+    /// place among the month's business days.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    business: Option<almanac::calendar::business::Facts>,
 }
 
 fn utc(t: DateTime<Utc>) -> String {
@@ -62,11 +68,14 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
     let mut ledger = None;
     let (schedule, unit) = match (&args.task, &args.cron, &args.zone) {
         (None, Some(cron), Some(zone)) => {
-            let schedule = Schedule::new(cron, zone)?;
-            let unit = schedule.default_period();
+            let schedule = args.business.schedule(cron, zone)?;
+            let unit = args.business.period.as_deref().map_or(Ok(schedule.default_period()), str::parse).map_err(anyhow::Error::msg)?;
             (schedule, unit)
         }
         (Some(task), _, _) => {
+            if args.business.wanted() {
+                bail!("a task's calendars are its own (almanac.toml); give --cron and --zone to preview calendar options");
+            }
             let (client, _conn) = super::database::Database::of(url, data_dir, "almanac", pooled).await?.connect().await?;
             let (cron, zone) = scheduler::operate::schedule_of(&client, task)
                 .await?
@@ -83,7 +92,7 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;
     let to = parse_instant(&args.to, zone).map_err(anyhow::Error::msg).context("--to")?;
     let slots: Vec<_> = schedule.slots_after(from - chrono::Duration::microseconds(1)).take_while(|s| s.start < to).take(args.limit).collect();
-    let mut periods: Vec<String> = slots.iter().map(|s| schedule.period_label(unit, s.start)).collect();
+    let mut periods: Vec<String> = slots.iter().map(|s| schedule.slot_period(unit, s)).collect();
     // What the ledger says of each period (a task's only): generated, and under which
     // revision and at which instant, skipped and why, enqueued into, or not yet. An
     // instant the ledger keys a period under is that period, whatever it is named now.
@@ -134,6 +143,7 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
                 label: slot.label.clone(),
                 period: period.clone(),
                 state,
+                business: slot.business.clone(),
             };
             println!("{}", serde_json::to_string(&line)?);
         } else {
@@ -160,6 +170,8 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
             println!("outside the calendar (no slot, so no jobs): {}", outside.join(", "));
         }
     }
+    let (first, last) = (from.with_timezone(&zone).date_naive(), to.with_timezone(&zone).date_naive());
+    super::business::print_skipped(&schedule, first, last.pred_opt().unwrap_or(last), args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
