@@ -14,6 +14,17 @@
 //! max_attempts = 5            # attempts before a job fails for good (1 to 1000);
 //!                             # default: the plugin's
 //!
+//! calendar = "de-be"         # holiday calendars (a name, or a list: the union), below
+//! business_day = 1            # the Nth business day of the period (-1 the last); the
+//!                             # cron gives the time. Or: roll = "following" |
+//!                             # "modified-following" | "preceding" | "modified-preceding"
+//!                             # | "skip" (the default) for the cron's own days
+//!
+//! [calendars.de-be]           # crate::calendar::source
+//! ics = "holidays/de-be.ics"  # all-day events are closed days; relative to this file
+//! dates = ["2026-12-24 Heiligabend (Betriebsruhe)"]
+//! weekend = "sat,sun"         # the default; "fri,sat", "none"
+//!
 //! [tasks.daily-points.settings]  # what the plugin declares it takes (see `config.get`)
 //! points = "25"
 //! api-key = "env:POINTS_API_KEY" # read from the host's environment at start: a secret
@@ -62,7 +73,26 @@ struct File {
     #[serde(default)]
     tasks: BTreeMap<Spanned<String>, TaskOverride>,
     #[serde(default)]
+    calendars: BTreeMap<String, CalendarSection>,
+    #[serde(default)]
     outbox: crate::outbox::config::Section,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CalendarSection {
+    ics: Option<Spanned<String>>,
+    #[serde(default)]
+    dates: Vec<String>,
+    weekend: Option<String>,
+}
+
+/// `calendar = "de-be"` or `calendar = ["de-be", "us-nyse"]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Names {
+    One(String),
+    Many(Vec<String>),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -76,6 +106,9 @@ struct TaskOverride {
     horizon: Option<Spanned<String>>,
     period: Option<Spanned<String>>,
     max_attempts: Option<Spanned<u32>>,
+    calendar: Option<Spanned<Names>>,
+    business_day: Option<i32>,
+    roll: Option<String>,
     #[serde(default)]
     settings: BTreeMap<Spanned<String>, Spanned<String>>,
 }
@@ -156,6 +189,56 @@ impl Config {
             None => None,
         };
         Ok(TaskSettings { start_at, paused: o.paused, horizon, period, values })
+    }
+
+    /// The task's holiday calendars and business rule, on its schedule.
+    fn business(&self, spec: &mut TaskSpec, o: &TaskOverride) -> Result<(), ConfigError> {
+        let Some(names) = &o.calendar else {
+            if o.business_day.is_some() || o.roll.is_some() {
+                return self.invalid(0..0, format!("task {:?}: business_day and roll need calendar = \"NAME\" and a [calendars.NAME] section", spec.name));
+            }
+            return Ok(());
+        };
+        let Some(schedule) = spec.schedule.take() else {
+            return self.invalid(names.span(), format!("task {:?} runs on demand: it has no schedule for a calendar to move", spec.name));
+        };
+        let names = match names.get_ref() {
+            Names::One(name) => vec![name.clone()],
+            Names::Many(names) => names.clone(),
+        };
+        let mut calendars = Vec::new();
+        for name in names {
+            let Some(section) = self.parsed.calendars.get(&name) else {
+                return self.invalid(
+                    o.calendar.as_ref().map_or(0..0, Spanned::span),
+                    format!("task {:?} names calendar {name:?}, and this file has no [calendars.{name}]", spec.name),
+                );
+            };
+            let ics = match &section.ics {
+                Some(path) => {
+                    let file = Path::new(&self.file).parent().unwrap_or(Path::new(".")).join(path.get_ref());
+                    Some(
+                        std::fs::read_to_string(&file)
+                            .or_else(|e| self.invalid(path.span(), format!("calendar {name:?}: cannot read {}: {e}", file.display())))?,
+                    )
+                }
+                None => None,
+            };
+            let weekend = section.weekend.clone().unwrap_or_else(|| "sat,sun".into());
+            calendars.push(crate::calendar::source::CalendarSource { name, weekend, ics, dates: section.dates.clone() });
+        }
+        let source = crate::calendar::source::BusinessSource { calendars, business_day: o.business_day, of: None, roll: o.roll.clone() };
+        let span = o.calendar.as_ref().map_or(0..0, Spanned::span);
+        // A business_day rule counts in the task's period (a month unless it says).
+        let source = match (&o.period, o.business_day) {
+            (Some(p), Some(_)) => crate::calendar::source::BusinessSource { of: Some(p.get_ref().clone()), ..source },
+            _ => source,
+        };
+        let business =
+            crate::calendar::business::check_cron(schedule.cron()).map_err(|e| e.to_string()).and_then(|_| source.build().map_err(|e| e.to_string()));
+        let business = business.or_else(|e| self.invalid(span.clone(), format!("task {:?}: {e}", spec.name)))?;
+        spec.schedule = Some(schedule.with_business(business).or_else(|e| self.invalid(span, format!("task {:?}: {e}", spec.name)))?);
+        Ok(())
     }
 
     /// No configuration file: every task as its plugin declares it.
@@ -305,6 +388,7 @@ impl Config {
                 }
             };
         }
+        self.business(&mut spec, o)?;
         if let Some(c) = &o.catch_up {
             spec.catch_up = match c.get_ref().parse::<CatchUp>() {
                 Ok(c) => c,

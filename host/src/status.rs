@@ -2,7 +2,6 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::calendar::Schedule;
 use crate::db::Sql;
 
 const STATUS: &str = include_str!("status.sql");
@@ -51,7 +50,10 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
             // An on-demand task (no cron) has no cursor worth showing.
             let cursor: Option<DateTime<Utc>> = r.get::<_, Option<DateTime<Utc>>>(4).filter(|_| cron.is_some());
             let next_slot = match (&cron, &zone, cursor) {
-                (Some(c), Some(z), Some(at)) => Schedule::new(c, z).ok().and_then(|s| s.next_after(at)).map(|s| s.start),
+                (Some(c), Some(z), Some(at)) => {
+                    let schedule = crate::scheduler::applied::stored_schedule(Some(c), z, r.get(15)).ok().flatten();
+                    schedule.and_then(|s| s.next_after(at)).map(|s| s.start)
+                }
                 _ => None,
             };
             let task: String = r.get(0);

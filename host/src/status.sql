@@ -19,7 +19,8 @@ SELECT t.task,
                                 AND (ch.before->>'cron', ch.before->>'zone', ch.before->>'period')
                                     IS DISTINCT FROM (ch.after->>'cron', ch.after->>'zone', ch.after->>'period'))),
        s.held,
-       s.held_reason
+       s.held_reason,
+       s.business
 FROM (SELECT task FROM ONLY almanac.schedules UNION SELECT task FROM almanac.task_counts) t
 LEFT JOIN ONLY almanac.schedules s ON s.task = t.task
 LEFT JOIN almanac.task_counts c ON c.task = t.task

@@ -77,3 +77,92 @@ fn cron_day_forms_that_do_not_know_holidays_are_refused_with_the_rule_to_use() {
         slots(&["--cron", "0 6 * * *", "--zone", "UTC", "--calendar", broken.path().to_str().unwrap(), "--from", "2026-01-01", "--to", "2026-02-01"]);
     assert!(!ok && text.contains("RRULE \"FREQ=SOMETIMES\""), "{text}");
 }
+
+const ACCOUNTS: i64 = 2;
+
+/// What the task's stored schedule lists in [from, to): (start, period, business date).
+fn listed(db: &crate::support::TestDb, from: &str, to: &str) -> Vec<(String, String, chrono::NaiveDate)> {
+    let (code, out, err) = crate::support::almanac(&db.url, &["slots", "daily-points", "--from", from, "--to", to, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    out.lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let date = v["business"]["date"].as_str()?.parse().unwrap();
+            Some((v["start"].as_str()?.to_owned(), v["period"].as_str()?.to_owned(), date))
+        })
+        .collect()
+}
+
+/// "First business day of the month, Europe/Berlin, de-be" through a year of catch-up:
+/// every month exactly one period, none empty, none on a closed day. Then a holiday added
+/// by `apply` on a day already generated moves that month's slot, and a backfill over
+/// the year runs nothing twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_year_of_first_business_days_catches_up_once_and_a_calendar_change_runs_nothing_twice() {
+    use std::time::Duration;
+
+    use almanac::calendar::source::CalendarSource;
+    use chrono::Utc;
+
+    let db = crate::support::TestDb::new().await;
+    db.accounts(ACCOUNTS).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ics = workspace().join("tests/calendars/de-be.ics");
+    let start = (Utc::now() - chrono::Duration::days(366)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let config = |extra: &str| {
+        format!(
+            "[tasks.daily-points]\nstart_at = \"{start}\"\nhorizon = \"400d\"\ncatch_up = \"all\"\ncron = \"0 6 * * *\"\nzone = \"Europe/Berlin\"\n\
+             calendar = \"de-be\"\nbusiness_day = 1\n\n[calendars.de-be]\nics = \"{}\"\n{extra}",
+            ics.display()
+        )
+    };
+    let old = dir.path().join("old.toml");
+    std::fs::write(&old, config("")).unwrap();
+    let plugins = crate::support::plugin_dir(&["daily_points"]);
+    let mut host = crate::support::HostProc::spawn(&db, plugins.path(), &["--config", old.to_str().unwrap()]);
+    db.wait_count("SELECT count(*) FROM almanac.schedules WHERE task = 'daily-points' AND business IS NOT NULL", 1, Duration::from_secs(60)).await;
+    let now = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let slots = listed(&db, &start, &now);
+    assert!((12..=13).contains(&slots.len()), "{slots:?}");
+    let want = slots.len() as i64 * ACCOUNTS;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", want, Duration::from_secs(120)).await;
+
+    // One period a month, each with every account's job, none on a closed day.
+    let berlin =
+        CalendarSource { name: "de-be".into(), weekend: "sat,sun".into(), ics: Some(std::fs::read_to_string(&ics).unwrap()), dates: vec![] }.build().unwrap();
+    let rows =
+        db.client.query("SELECT period, (slot AT TIME ZONE 'Europe/Berlin')::date, count(*) FROM almanac.jobs GROUP BY 1, 2 ORDER BY 1", &[]).await.unwrap();
+    assert_eq!(rows.len(), slots.len(), "one instant per period: {rows:?}");
+    for (row, (_, period, date)) in rows.iter().zip(&slots) {
+        let (p, d, n): (String, chrono::NaiveDate, i64) = (row.get(0), row.get(1), row.get(2));
+        assert_eq!((&p, &d, n), (period, date, ACCOUNTS));
+        assert!(berlin.closed(d).is_none(), "{p} ran on a closed day {d}: {:?}", berlin.closed(d));
+        assert_eq!(d.format("%Y-%m").to_string(), p, "the first business day is in its own month");
+    }
+    let generated = db.count("SELECT count(*) FROM almanac.slots WHERE task = 'daily-points' AND status = 'generated'").await;
+    assert_eq!(generated, slots.len() as i64);
+
+    // A holiday added on the newest generated day: that month's slot moves to the next
+    // business day, and nothing of the year runs again.
+    let (_, newest_period, newest_day) = slots.last().unwrap().clone();
+    let new = dir.path().join("new.toml");
+    std::fs::write(&new, config(&format!("dates = [\"{newest_day} Betriebsruhe\"]\n"))).unwrap();
+    let folder = plugins.path().display().to_string();
+    let (code, out, err) = crate::support::almanac(&db.url, &["apply", "--plugins", &folder, "--config", new.to_str().unwrap(), "--reason", "closed"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("business"), "the change names the calendar: {out}");
+    host.wait_log("schedule changed; this host follows it", Duration::from_secs(30)).await;
+    let moved = listed(&db, &start, &Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+    let month = moved.iter().find(|(_, p, _)| *p == newest_period);
+    assert!(month.is_none_or(|(_, _, d)| *d > newest_day), "{newest_period} still on {newest_day}: {moved:?}");
+    let now = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let (code, out, err) = crate::support::almanac(
+        &db.url,
+        &["backfill", "daily-points", "--from", &start, "--to", &now, "--plugins", &folder, "--config", new.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    host.stop().await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, want, "a job was added: {out}");
+    assert_eq!(db.count("SELECT count(*) FROM (SELECT period, key FROM almanac.jobs GROUP BY 1, 2 HAVING count(*) > 1) t").await, 0);
+    assert_eq!(db.count(&format!("SELECT count(*) FROM accounts WHERE points = {}", 10 * slots.len())).await, ACCOUNTS, "every account credited once a month");
+}

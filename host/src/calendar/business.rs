@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use super::holidays::{Closed, Holidays};
 use super::period::Period;
+use super::source::BusinessSource;
 use super::{Schedule, Slot, OPEN_END};
 
 /// How far a roll looks for a business day.
@@ -85,6 +86,8 @@ pub enum BusinessError {
 pub struct Business {
     calendars: Vec<Holidays>,
     rule: Rule,
+    /// What it was built from ([`BusinessSource::build`]), as the database stores it.
+    source: BusinessSource,
 }
 
 /// What a slot's plugin may know of its business day.
@@ -109,7 +112,7 @@ pub struct Skipped {
 }
 
 impl Business {
-    pub fn new(calendars: Vec<Holidays>, rule: Rule) -> Result<Business, BusinessError> {
+    pub(super) fn new(calendars: Vec<Holidays>, rule: Rule, source: BusinessSource) -> Result<Business, BusinessError> {
         if let Rule::Nth { n, of } = rule {
             let most = match of {
                 Period::Month => 23,
@@ -126,7 +129,11 @@ impl Business {
             let names: Vec<&str> = calendars.iter().map(|c| c.name.as_str()).collect();
             return Err(BusinessError::AlwaysClosed(names.join("+")));
         }
-        Ok(Business { calendars, rule })
+        Ok(Business { calendars, rule, source })
+    }
+
+    pub fn source(&self) -> &BusinessSource {
+        &self.source
     }
 
     pub fn rule(&self) -> &Rule {

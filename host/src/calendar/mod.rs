@@ -245,19 +245,18 @@ impl Schedule {
     }
 
     /// The name of the `unit` period holding the slot that starts at `start` (see
-    /// [`period`]): for `slot`, its local time and offset; else of its business day.
+    /// [`period`]): for `slot`, its local time and offset; else of its business day (with
+    /// a business rule, of the day it is for).
     pub fn period_label(&self, unit: Period, start: DateTime<Utc>) -> String {
+        // A rolled slot is for its nominal day's period (the 25th's, run on the 24th).
+        if let (Some(_), false) = (&self.business, unit == Period::Slot) {
+            if let Some(facts) = self.slot_at(start).business {
+                return unit.day_label(facts.nominal);
+            }
+        }
         match unit {
             Period::Slot => self.time_label(start),
             _ => unit.day_label(self.business_day(start).unwrap_or_else(|| start.with_timezone(&self.zone).date_naive())),
-        }
-    }
-
-    /// The name of the `unit` period `slot` is for: a rolled slot's is its nominal day's.
-    pub fn slot_period(&self, unit: Period, slot: &Slot) -> String {
-        match (&slot.business, unit) {
-            (Some(facts), unit) if unit != Period::Slot => unit.day_label(facts.nominal),
-            _ => self.period_label(unit, slot.start),
         }
     }
 
@@ -548,11 +547,19 @@ impl Schedule {
         let pattern = &self.cron.pattern;
         let today = local_naive(self.zone, now).map_or(now.date_naive(), |t| t.date());
         let (from, to) = (today - TimeDelta::days(WINDOW_DAYS), today + TimeDelta::days(WINDOW_DAYS));
-        let days = from
-            .iter_days()
-            .take_while(|d| *d <= to)
-            .filter(|d| pattern.month_match(d.month()).unwrap_or(false) && pattern.day_match(d.year(), d.month(), d.day()).unwrap_or(false))
-            .collect();
+        let days = match &self.business {
+            // The business days slots run on (a rolled slot's, not its nominal day's).
+            Some(_) => {
+                let start = parse_instant(&from.to_string(), self.zone).unwrap_or(now);
+                let slots = self.slots_after(start - TimeDelta::microseconds(1));
+                slots.filter_map(|s| s.business.map(|b| b.date)).take_while(|d| *d <= to).collect()
+            }
+            None => from
+                .iter_days()
+                .take_while(|d| *d <= to)
+                .filter(|d| pattern.month_match(d.month()).unwrap_or(false) && pattern.day_match(d.year(), d.month(), d.day()).unwrap_or(false))
+                .collect(),
+        };
         Published {
             seconds: (0..60).filter(|s| pattern.second_match(*s).unwrap_or(false)).collect(),
             minutes: (0..60).filter(|m| pattern.minute_match(*m).unwrap_or(false)).collect(),
@@ -572,6 +579,7 @@ impl Schedule {
 pub mod business;
 pub mod holidays;
 pub mod period;
+pub mod source;
 pub use period::Period;
 
 #[cfg(test)]

@@ -5,9 +5,9 @@ use anyhow::Context;
 use chrono::NaiveDate;
 use serde::Serialize;
 
-use almanac::calendar::business::{check_cron, Business, Roll, Rule, Skipped};
-use almanac::calendar::holidays::{parse_weekend, Holidays};
-use almanac::calendar::{Period, Schedule};
+use almanac::calendar::business::{check_cron, Skipped};
+use almanac::calendar::source::{BusinessSource, CalendarSource};
+use almanac::calendar::Schedule;
 
 #[derive(clap::Args, Default)]
 pub struct BusinessArgs {
@@ -49,27 +49,21 @@ impl BusinessArgs {
         // Before croner, which refuses `LW` with a message about weekdays.
         check_cron(cron)?;
         let schedule = Schedule::new(cron, zone)?;
-        let weekend = parse_weekend(&self.weekend)?;
         let mut calendars = Vec::new();
         for path in &self.calendars {
             let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "calendar".into());
             let text = std::fs::read_to_string(path).with_context(|| format!("--calendar {}", path.display()))?;
-            let mut calendar = Holidays::new(&name, &weekend);
-            calendar.close_ics(&text)?;
-            calendars.push(calendar);
+            calendars.push(CalendarSource { name, weekend: self.weekend.clone(), ics: Some(text), dates: Vec::new() });
         }
         if !self.holidays.is_empty() || calendars.is_empty() {
-            let mut listed = Holidays::new("listed", &weekend);
-            listed.close_listed(&self.holidays)?;
-            calendars.push(listed);
+            calendars.push(CalendarSource { name: "listed".into(), weekend: self.weekend.clone(), ics: None, dates: self.holidays.clone() });
         }
-        let period = self.period.as_deref().map(str::parse::<Period>).transpose().map_err(anyhow::Error::msg)?;
-        let rule = match (self.business_day, &self.roll) {
-            (Some(_), Some(_)) => anyhow::bail!("give --business-day or --roll, not both: a business-day rule picks business days and has nothing to roll"),
-            (Some(n), None) => Rule::Nth { n, of: period.unwrap_or(Period::Month) },
-            (None, roll) => Rule::Roll(roll.as_deref().map_or(Ok(Roll::Skip), str::parse)?),
+        let of = match (self.business_day, &self.period) {
+            (Some(_), Some(p)) => Some(p.clone()),
+            _ => None,
         };
-        Ok(schedule.with_business(Business::new(calendars, rule)?)?)
+        let source = BusinessSource { calendars, business_day: self.business_day, of, roll: self.roll.clone() };
+        Ok(schedule.with_business(source.build()?)?)
     }
 }
 

@@ -46,8 +46,7 @@ impl Database {
 /// are: a typo must not read as "0 jobs" or enqueue a job no host will ever run.
 pub(crate) async fn task_schedule(client: &tokio_postgres::Client, task: &str) -> anyhow::Result<Option<almanac::calendar::Schedule>> {
     match scheduler::operate::schedule_of(client, task).await? {
-        Some((Some(cron), zone)) => Ok(Some(almanac::calendar::Schedule::new(&cron, &zone)?)),
-        Some((None, _)) => Ok(None),
+        Some(stored) => stored.schedule().map_err(|e| anyhow::anyhow!("the stored schedule of {task:?}: {e}")),
         None => {
             let known: Vec<String> = scheduler::operate::list(client).await?.into_iter().map(|r| r.task).collect();
             anyhow::bail!("no task {task:?}: no host has registered it (known: {})", known.join(", "))

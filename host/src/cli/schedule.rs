@@ -77,11 +77,11 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
                 bail!("a task's calendars are its own (almanac.toml); give --cron and --zone to preview calendar options");
             }
             let (client, _conn) = super::database::Database::of(url, data_dir, "almanac", pooled).await?.connect().await?;
-            let (cron, zone) = scheduler::operate::schedule_of(&client, task)
+            let stored = scheduler::operate::schedule_of(&client, task)
                 .await?
                 .with_context(|| format!("no schedule for task {task:?} (it appears once a host has loaded its plugin)"))?;
-            let cron = cron.with_context(|| format!("task {task:?} runs on demand: it has no slots to preview"))?;
-            let schedule = Schedule::new(&cron, &zone)?;
+            let schedule = stored.schedule().map_err(anyhow::Error::msg)?;
+            let schedule = schedule.with_context(|| format!("task {task:?} runs on demand: it has no slots to preview"))?;
             let unit = scheduler::operate::period_of(&client, task).await?.unwrap_or_else(|| schedule.default_period());
             ledger = Some((client, _conn, task.clone()));
             (schedule, unit)
@@ -92,7 +92,7 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;
     let to = parse_instant(&args.to, zone).map_err(anyhow::Error::msg).context("--to")?;
     let slots: Vec<_> = schedule.slots_after(from - chrono::Duration::microseconds(1)).take_while(|s| s.start < to).take(args.limit).collect();
-    let mut periods: Vec<String> = slots.iter().map(|s| schedule.slot_period(unit, s)).collect();
+    let mut periods: Vec<String> = slots.iter().map(|s| schedule.period_label(unit, s.start)).collect();
     // What the ledger says of each period (a task's only): generated, and under which
     // revision and at which instant, skipped and why, enqueued into, or not yet. An
     // instant the ledger keys a period under is that period, whatever it is named now.
@@ -195,9 +195,9 @@ pub async fn schedules(database: &super::database::Database, json: bool) -> anyh
         println!("{:<20} {:<16} {:<20} {:<12} {:<7} {:<26} NEXT SLOT (LOCAL / UTC)", "TASK", "CRON", "ZONE", "CATCH-UP", "PAUSED", "CURSOR (LOCAL)");
     }
     for r in rows {
+        let schedule = r.schedule();
         let (task, cron, zone) = (r.task, r.cron, r.zone);
         let cursor = r.generated_through;
-        let schedule = cron.as_deref().and_then(|c| Schedule::new(c, &zone).ok());
         let cron = cron.unwrap_or_else(|| "(on demand)".into());
         let tz = schedule.as_ref().map_or(chrono_tz::UTC, Schedule::zone);
         let next = schedule.as_ref().and_then(|s| s.next_after(cursor)).map(|s| s.start);
@@ -461,8 +461,11 @@ pub async fn backfill(database: &super::database::Database, data_dir: &std::path
     let Some(schedule) = &plugin.spec.schedule else {
         bail!("{} runs on demand: it has no slots to backfill; enqueue its jobs (almanac.enqueue, `almanac enqueue`)", args.task);
     };
-    if let Some((cron, zone)) = scheduler::operate::schedule_of(&*host.pool.get().await?, &args.task).await? {
-        if (cron.as_deref(), zone.as_str()) != (Some(schedule.cron()), schedule.zone().name()) {
+    if let Some(stored) = scheduler::operate::schedule_of(&*host.pool.get().await?, &args.task).await? {
+        let (cron, zone) = (&stored.cron, &stored.zone);
+        let source = |s: &Schedule| s.business().map(|b| b.source().clone());
+        let stored_source = stored.schedule().ok().flatten().as_ref().and_then(source);
+        if (cron.as_deref(), zone.as_str(), &stored_source) != (Some(schedule.cron()), schedule.zone().name(), &source(schedule)) {
             bail!(
                 "{}: this folder and file say cron {:?} in {}, but the schedule every host runs by is cron {:?} in {zone}; \
                  a backfill generates by the stored one: `almanac apply` first, or make the file agree",

@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use std::sync::Arc;
 
+use crate::calendar::source::BusinessSource;
 use crate::calendar::{Period, Schedule};
 use crate::capability::config::{Setting, Settings, SECRET};
 use crate::config::TaskSettings;
@@ -46,6 +47,9 @@ pub struct Record {
     pub horizon: String,
     /// What one job is for (crate::calendar::Period).
     pub period: String,
+    /// The business calendars (name@version) and rule, if any (crate::calendar::source).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub business: Option<String>,
     /// Values, and digests of secrets ([`crate::capability::config::Settings::shown`]).
     pub settings: BTreeMap<String, String>,
 }
@@ -60,6 +64,7 @@ impl Record {
             catch_up: spec.catch_up.to_string(),
             horizon: format_duration(horizon),
             period: declared_period(spec, settings).to_string(),
+            business: spec.schedule.as_ref().and_then(Schedule::business).map(|b| b.source().summary()),
             settings: settings.values.shown(&spec.name),
         }
     }
@@ -74,6 +79,7 @@ impl Record {
             catch_up: row.get(2),
             horizon: format_duration(Duration::from_secs_f64(horizon.max(0.0))),
             period: row.get(8),
+            business: row.get::<_, Option<serde_json::Value>>(11).map(|b| source_of(b).map_or_else(|e| format!("(unreadable: {e})"), |s| s.summary())),
             settings: serde_json::from_value(settings).unwrap_or_default(),
         }
     }
@@ -87,6 +93,7 @@ impl Record {
             ("catch_up", self.catch_up.clone(), to.catch_up.clone()),
             ("horizon", self.horizon.clone(), to.horizon.clone()),
             ("period", self.period.clone(), to.period.clone()),
+            ("business", self.business.clone().unwrap_or_else(|| "(none)".into()), to.business.clone().unwrap_or_else(|| "(none)".into())),
         ];
         let mut diff: Vec<String> = fields.iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a:?} -> {b:?}")).collect();
         let names: std::collections::BTreeSet<&String> = self.settings.keys().chain(to.settings.keys()).collect();
@@ -103,6 +110,27 @@ impl Record {
     fn json(&self) -> serde_json::Value {
         serde_json::to_value(self).expect("a record is plain strings")
     }
+}
+
+/// A stored business source.
+fn source_of(value: serde_json::Value) -> Result<BusinessSource, String> {
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// What `spec`'s business calendar is made from, to store.
+fn declared_source(spec: &TaskSpec) -> Option<serde_json::Value> {
+    let business = spec.schedule.as_ref()?.business()?;
+    Some(serde_json::to_value(business.source()).expect("strings and numbers"))
+}
+
+/// The schedule a stored record means: `cron` in `zone`, with the business calendar
+/// built from its stored source. None: on demand.
+pub fn stored_schedule(cron: Option<&str>, zone: &str, business: Option<serde_json::Value>) -> Result<Option<Schedule>, String> {
+    let Some(cron) = cron else { return Ok(None) };
+    let schedule = Schedule::new(cron, zone).map_err(|e| e.to_string())?;
+    let Some(business) = business else { return Ok(Some(schedule)) };
+    let business = source_of(business)?.build().map_err(|e| e.to_string())?;
+    schedule.with_business(business).map(Some).map_err(|e| e.to_string())
 }
 
 /// The period unit a task is declared with: the file's, else its schedule's default.
@@ -168,6 +196,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
                 &spec.schedule.as_ref().map(|s| s.published_json(Utc::now())),
                 &serde_json::json!(declared.settings),
                 &declared.period,
+                &declared_source(spec),
             ],
         )
         .await?;
@@ -301,8 +330,11 @@ pub async fn apply(
     };
     let mut moved = None;
     let calendars = (stored.cron.as_deref(), spec.schedule.as_ref());
-    if let ((Some(old), Some(new)), true) = (calendars, (&stored.cron, &stored.zone) != (&declared.cron, &declared.zone)) {
-        let old = Schedule::new(old, &stored.zone).map_err(|e| ApplyError::Invalid(format!("the stored schedule of {:?}: {e}", spec.name)))?;
+    let moves = (&stored.cron, &stored.zone, &stored.business) != (&declared.cron, &declared.zone, &declared.business);
+    if let ((Some(old), Some(new)), true) = (calendars, moves) {
+        let old =
+            stored_schedule(Some(old), &stored.zone, row.get(11)).map_err(|e| ApplyError::Invalid(format!("the stored schedule of {:?}: {e}", spec.name)))?;
+        let old = old.expect("a cron");
         let handled = super::operate::is_keyed(tx, &spec.name, cursor).await?;
         if let Some(end) = handled.then(|| old.next_after(cursor)).flatten().map(|s| s.start) {
             let mut walk = new.slots_after(cursor).take_while(|s| s.start < end).take(MAX_WALK + 1);
@@ -335,6 +367,7 @@ pub async fn apply(
                 &declared.period,
                 &period_from,
                 &period_before,
+                &declared_source(spec),
             ],
         )
         .await?
@@ -418,10 +451,7 @@ pub async fn follow(client: &impl Sql, plugin: &Plugin, row: &tokio_postgres::Ro
         return Ok(known);
     }
     let (cron, zone, catch_up): (Option<String>, String, String) = (row.get(4), row.get(5), row.get(6));
-    let parsed = match &cron {
-        Some(cron) => Schedule::new(cron, &zone).map(Some).map_err(|e| e.to_string()),
-        None => Ok(None),
-    };
+    let parsed = stored_schedule(cron.as_deref(), &zone, row.get(12));
     let parsed = parsed.and_then(|s| zone.parse::<chrono_tz::Tz>().map_err(|e| e.to_string()).map(|z| (s, z)));
     let parsed = parsed.and_then(|(s, z)| catch_up.parse::<CatchUp>().map(|c| (s, z, c)));
     let period: Result<Period, String> = row.get::<_, String>(9).parse();

@@ -1,2 +1,2 @@
 -- Every schedule, for `almanac schedules`.
-SELECT task, cron, zone, catch_up, paused, generated_through FROM ONLY almanac.schedules ORDER BY task
+SELECT task, cron, zone, catch_up, paused, generated_through, business FROM ONLY almanac.schedules ORDER BY task

@@ -26,11 +26,35 @@ pub struct ScheduleRow {
     pub catch_up: String,
     pub paused: bool,
     pub generated_through: DateTime<Utc>,
+    /// The business calendar's source, if any (crate::calendar::source).
+    pub business: Option<serde_json::Value>,
 }
 
-/// The stored cron (None: on demand) and zone of `task`, if it is registered.
-pub async fn schedule_of(client: &Client, task: &str) -> Result<Option<(Option<String>, String)>, tokio_postgres::Error> {
-    Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| (r.get(0), r.get(1))))
+impl ScheduleRow {
+    /// The schedule it stores (None: on demand, or unreadable here).
+    pub fn schedule(&self) -> Option<crate::calendar::Schedule> {
+        super::applied::stored_schedule(self.cron.as_deref(), &self.zone, self.business.clone()).ok().flatten()
+    }
+}
+
+/// One task's stored schedule: cron (None: on demand), zone, business calendar source.
+pub struct Stored {
+    pub cron: Option<String>,
+    pub zone: String,
+    pub business: Option<serde_json::Value>,
+}
+
+impl Stored {
+    /// The schedule every host runs by (None: on demand); an error if this version of
+    /// Almanac cannot read it.
+    pub fn schedule(&self) -> Result<Option<crate::calendar::Schedule>, String> {
+        super::applied::stored_schedule(self.cron.as_deref(), &self.zone, self.business.clone())
+    }
+}
+
+/// The stored schedule of `task`, if it is registered.
+pub async fn schedule_of(client: &Client, task: &str) -> Result<Option<Stored>, tokio_postgres::Error> {
+    Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| Stored { cron: r.get(0), zone: r.get(1), business: r.get(2) }))
 }
 
 /// How far back a backfill of `task` may reach, if it is registered.
@@ -77,7 +101,15 @@ pub async fn list(client: &Client) -> Result<Vec<ScheduleRow>, tokio_postgres::E
     let rows = client.rows(LIST_SCHEDULES, &[]).await?;
     Ok(rows
         .iter()
-        .map(|r| ScheduleRow { task: r.get(0), cron: r.get(1), zone: r.get(2), catch_up: r.get(3), paused: r.get(4), generated_through: r.get(5) })
+        .map(|r| ScheduleRow {
+            task: r.get(0),
+            cron: r.get(1),
+            zone: r.get(2),
+            catch_up: r.get(3),
+            paused: r.get(4),
+            generated_through: r.get(5),
+            business: r.get(6),
+        })
         .collect())
 }
 

@@ -1,2 +1,2 @@
--- One task's cron and zone, as stored.
-SELECT cron, zone FROM ONLY almanac.schedules WHERE task = $1
+-- One task's cron, zone and business calendar, as stored.
+SELECT cron, zone, business FROM ONLY almanac.schedules WHERE task = $1
