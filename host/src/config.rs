@@ -20,6 +20,9 @@
 //!                             # "modified-following" | "preceding" | "modified-preceding"
 //!                             # | "skip" (the default) for the cron's own days
 //!
+//! expect_jobs = true          # every period should have jobs: a plan that returns none
+//!                             # is reported (default: true with business_day)
+//!
 //! [calendars.de-be]           # crate::calendar::source
 //! ics = "holidays/de-be.ics"  # all-day events are closed days; relative to this file
 //! dates = ["2026-12-24 Heiligabend (Betriebsruhe)"]
@@ -109,6 +112,7 @@ struct TaskOverride {
     calendar: Option<Spanned<Names>>,
     business_day: Option<i32>,
     roll: Option<String>,
+    expect_jobs: Option<bool>,
     #[serde(default)]
     settings: BTreeMap<Spanned<String>, Spanned<String>>,
 }
@@ -124,6 +128,8 @@ pub struct TaskSettings {
     pub horizon: Option<std::time::Duration>,
     /// The business period one job is for (None: the schedule's default).
     pub period: Option<crate::calendar::Period>,
+    /// Every period should have jobs (None: [`crate::task::default_expect_jobs`]).
+    pub expect_jobs: Option<bool>,
     /// Every setting the task declares, with the operator's value or its default.
     pub values: Settings,
 }
@@ -188,7 +194,7 @@ impl Config {
             Some(p) => Some(p.get_ref().parse().or_else(|e| self.invalid(p.span(), e))?),
             None => None,
         };
-        Ok(TaskSettings { start_at, paused: o.paused, horizon, period, values })
+        Ok(TaskSettings { start_at, paused: o.paused, horizon, period, expect_jobs: o.expect_jobs, values })
     }
 
     /// The task's holiday calendars and business rule, on its schedule.

@@ -28,6 +28,11 @@ pub struct TaskStatus {
     pub discarded: i64,
     /// Periods generated under a calendar since changed by `apply` (done once, by period).
     pub older_calendar: i64,
+    /// Periods within the backfill horizon whose plan returned no keys, and the newest.
+    pub empty_periods: i64,
+    pub latest_empty: Option<String>,
+    /// Every period should have jobs: an empty one fails `status`.
+    pub expect_jobs: bool,
     pub oldest_pending_seconds: Option<f64>,
     pub last_error: Option<String>,
     /// Outbox messages the task's jobs published that wait for delivery.
@@ -76,6 +81,9 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 last_error: r.get(10),
                 discarded: r.get(11),
                 older_calendar: r.get(12),
+                empty_periods: r.get(16),
+                latest_empty: r.get(17),
+                expect_jobs: r.get(18),
                 outbox_pending: messages.pending,
                 outbox_dead: messages.dead,
                 outbox_delivered: messages.delivered,
@@ -89,6 +97,12 @@ impl TaskStatus {
     /// the reason), not by an operator: an incident, which fails `status`.
     pub fn held_for_crashes(&self) -> bool {
         self.held && self.held_reason.as_deref().is_some_and(|r| r.starts_with("held automatically:"))
+    }
+
+    /// A task that expects jobs in every period had one without any: a missed invoice
+    /// run, which fails `status`.
+    pub fn missed_periods(&self) -> bool {
+        self.expect_jobs && self.empty_periods > 0
     }
 }
 
@@ -135,6 +149,14 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         }
         if let (true, Some(why)) = (s.held, &s.held_reason) {
             out.push_str(&format!("    held: {}\n", crate::text::printable(why)));
+        }
+        if s.empty_periods > 0 {
+            let expected = if s.expect_jobs { "the task expects jobs in every period" } else { "expect_jobs is off" };
+            out.push_str(&format!(
+                "    empty: {} period(s) whose plan returned no keys, the latest {} ({expected}; `almanac backfill` plans a period again)\n",
+                s.empty_periods,
+                crate::text::printable(s.latest_empty.as_deref().unwrap_or("-"))
+            ));
         }
     }
     let sum = |f: fn(&TaskStatus) -> i64| statuses.iter().map(f).sum::<i64>();

@@ -20,7 +20,14 @@ SELECT t.task,
                                     IS DISTINCT FROM (ch.after->>'cron', ch.after->>'zone', ch.after->>'period'))),
        s.held,
        s.held_reason,
-       s.business
+       s.business,
+       -- Periods planned within the backfill horizon whose plan returned no keys (V23),
+       -- and the newest of them.
+       (SELECT count(*) FROM almanac.slots l
+         WHERE l.task = t.task AND l.status = 'empty' AND l.generated_at > now() - s.horizon),
+       (SELECT max(l.period) FROM almanac.slots l
+         WHERE l.task = t.task AND l.status = 'empty' AND l.generated_at > now() - s.horizon),
+       coalesce(s.expect_jobs, false)
 FROM (SELECT task FROM ONLY almanac.schedules UNION SELECT task FROM almanac.task_counts) t
 LEFT JOIN ONLY almanac.schedules s ON s.task = t.task
 LEFT JOIN almanac.task_counts c ON c.task = t.task

@@ -219,12 +219,24 @@ pub struct Applied {
     pub period_from: Option<chrono::NaiveDate>,
     /// The unit of the instants before `period_from`.
     pub period_before: Option<Period>,
+    /// Every period should have jobs: an empty one is reported (`expect_jobs`).
+    pub expect_jobs: bool,
 }
 
 impl Applied {
     pub fn declared(spec: &TaskSpec) -> Applied {
         let period = spec.schedule.as_ref().map_or(Period::Slot, Schedule::default_period);
-        Applied { revision: 0, schedule: spec.schedule.clone(), zone: spec.zone, catch_up: spec.catch_up, period, period_from: None, period_before: None }
+        let expect_jobs = default_expect_jobs(spec);
+        Applied {
+            revision: 0,
+            schedule: spec.schedule.clone(),
+            zone: spec.zone,
+            catch_up: spec.catch_up,
+            period,
+            period_from: None,
+            period_before: None,
+            expect_jobs,
+        }
     }
 
     /// The name of the period a slot starting at `start` is for: in the unit before the
@@ -254,6 +266,13 @@ impl Applied {
     pub fn wit_slot(&self, slot: &Slot, period: &str) -> WitSlot {
         WitSlot { start: slot.start.timestamp_micros(), end: slot.end.timestamp_micros(), label: period.to_owned(), zone: self.zone.name().to_owned() }
     }
+}
+
+/// A task expects jobs in every period by default when a business-day rule picks its
+/// days: such a period exists to be billed, paid or reported.
+pub fn default_expect_jobs(spec: &TaskSpec) -> bool {
+    let business = spec.schedule.as_ref().and_then(Schedule::business);
+    business.is_some_and(|b| matches!(b.rule(), crate::calendar::business::Rule::Nth { .. }))
 }
 
 /// 30 days, or the catch-up window if that is longer.

@@ -166,3 +166,55 @@ async fn a_year_of_first_business_days_catches_up_once_and_a_calendar_change_run
     assert_eq!(db.count("SELECT count(*) FROM (SELECT period, key FROM almanac.jobs GROUP BY 1, 2 HAVING count(*) > 1) t").await, 0);
     assert_eq!(db.count(&format!("SELECT count(*) FROM accounts WHERE points = {}", 10 * slots.len())).await, ACCOUNTS, "every account credited once a month");
 }
+
+/// A period whose plan returned no keys is `empty` in the ledger, not a quiet success:
+/// `status` names it and exits 1 for a task that expects jobs (a business-day rule's
+/// default), and a backfill once the data is there plans it again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_period_that_produced_nothing_is_recorded_empty_and_fails_status() {
+    use std::time::Duration;
+
+    use chrono::Utc;
+
+    let db = crate::support::TestDb::new().await;
+    db.accounts(0).await;
+    let dir = tempfile::tempdir().unwrap();
+    let start = (Utc::now() - chrono::Duration::days(95)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let ics = workspace().join("tests/calendars/de-be.ics");
+    let file = dir.path().join("almanac.toml");
+    let text = format!(
+        "[tasks.daily-points]\nstart_at = \"{start}\"\nhorizon = \"400d\"\ncatch_up = \"all\"\ncron = \"0 6 * * *\"\nzone = \"Europe/Berlin\"\n\
+         calendar = \"de-be\"\nbusiness_day = -1\n\n[calendars.de-be]\nics = \"{}\"\n",
+        ics.display()
+    );
+    std::fs::write(&file, text).unwrap();
+    let plugins = crate::support::plugin_dir(&["daily_points"]);
+    // No accounts: every month's plan returns no keys.
+    let mut host = crate::support::HostProc::spawn(&db, plugins.path(), &["--config", file.to_str().unwrap()]);
+    db.wait_count("SELECT count(*) FROM almanac.schedules WHERE task = 'daily-points'", 1, Duration::from_secs(60)).await;
+    let months = listed(&db, &start, &Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).len() as i64;
+    assert!((3..=4).contains(&months), "{months}");
+    db.wait_count("SELECT count(*) FROM almanac.slots WHERE status = 'empty'", months, Duration::from_secs(60)).await;
+    host.stop().await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.slots WHERE status <> 'empty'").await, 0);
+    let (code, out, err) = crate::support::almanac(&db.url, &["status"]);
+    assert_eq!(code, 1, "status must fail on a missed period: {out}{err}");
+    assert!(out.contains(&format!("empty: {months} period(s) whose plan returned no keys")) && out.contains("the task expects jobs in every period"), "{out}");
+    let (_, slots, _) = crate::support::almanac(&db.url, &["slots", "daily-points", "--from", &start, "--to", &Utc::now().to_rfc3339()]);
+    assert_eq!(slots.matches("empty: its plan returned no keys").count() as i64, months, "{slots}");
+
+    // The accounts arrive; a backfill plans the empty months again.
+    db.client.batch_execute("INSERT INTO accounts VALUES (1, 0), (2, 0)").await.unwrap();
+    let now = Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let folder = plugins.path().display().to_string();
+    let (code, out, err) = crate::support::almanac(
+        &db.url,
+        &["backfill", "daily-points", "--from", &start, "--to", &now, "--plugins", &folder, "--config", file.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.slots WHERE status = 'generated' AND jobs = 2").await, months, "{out}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 2 * months);
+    let (code, out, err) = crate::support::almanac(&db.url, &["status"]);
+    assert!(!out.contains("empty:"), "{out}{err}");
+    assert_eq!(code, 0, "no period is empty any more: {out}");
+}

@@ -114,6 +114,7 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
         Some(match p.status.as_str() {
             "generated" if p.slot != slot.start => format!("generated at {} ({revision}, an older calendar)", utc(p.slot)),
             "generated" => format!("generated ({revision})"),
+            "empty" => format!("empty: its plan returned no keys ({revision})"),
             "skipped" => format!("skipped: {}", p.reason.as_deref().unwrap_or("-")),
             other => format!("{other} (keyed at {})", utc(p.slot)),
         })

@@ -78,7 +78,9 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
         }
     }
     let refusing = refused.iter().any(|d| !d.stale);
-    if refusing || topics.iter().any(|t| failing(t, args.outbox_max_age)) || statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0 || s.held_for_crashes())
+    if refusing
+        || topics.iter().any(|t| failing(t, args.outbox_max_age))
+        || statuses.iter().any(|s| s.failed > 0 || s.outbox_dead > 0 || s.held_for_crashes() || s.missed_periods())
     {
         return Ok(ExitCode::from(1));
     }

@@ -8,7 +8,10 @@ SELECT coalesce(s.task, c.task) AS task,
        -- An on-demand task (no cron) generates nothing: it has no lag.
        CASE WHEN s.cron IS NOT NULL THEN extract(epoch FROM now() - s.generated_through)::float8 END AS lag_s,
        -- `almanac hold`, or held for server crashes (migrations/V20__crash_charges.sql).
-       coalesce(s.held, false) AS held
+       coalesce(s.held, false) AS held,
+       -- Periods within the backfill horizon whose plan returned no keys (V23).
+       (SELECT count(*) FROM almanac.slots l
+         WHERE l.task = s.task AND l.status = 'empty' AND l.generated_at > now() - s.horizon) AS empty_periods
 FROM ONLY almanac.schedules s
 FULL JOIN almanac.task_counts c ON c.task = s.task
 ORDER BY 1

@@ -84,6 +84,7 @@ pub struct Metrics {
     oldest_pending: Family<TaskLabel, FloatGauge>,
     lag: Family<TaskLabel, FloatGauge>,
     held: Family<TaskLabel, Gauge>,
+    empty: Family<TaskLabel, Gauge>,
     outbox: Family<OutboxLabel, Gauge>,
     topic_failures: Family<TopicLabel, Gauge>,
     topic_open: Family<TopicLabel, Gauge>,
@@ -120,6 +121,7 @@ impl Default for Metrics {
             oldest_pending: Family::default(),
             lag: Family::default(),
             held: Family::default(),
+            empty: Family::default(),
             outbox: Family::default(),
             topic_failures: Family::default(),
             topic_open: Family::default(),
@@ -147,6 +149,11 @@ impl Default for Metrics {
             "task_held",
             "1 while a task is held (almanac hold, or too many server crashes while its jobs ran): none of its jobs starts",
             m.held.clone(),
+        );
+        r.register(
+            "task_empty_periods",
+            "Periods within a task's backfill horizon whose plan returned no keys (no job was for them): an invoice run that billed nobody",
+            m.empty.clone(),
         );
         r.register("outbox_messages", "Outbox messages pending or dead (all hosts)", m.outbox.clone());
         r.register("outbox_delivery_failures", "Failed deliveries of a topic ever, on any host (take increase() of it)", m.topic_failures.clone());
@@ -197,6 +204,7 @@ impl Metrics {
         self.oldest_pending.clear();
         self.lag.clear();
         self.held.clear();
+        self.empty.clear();
         self.outbox.clear();
         for family in [&self.topic_failures, &self.topic_open, &self.topic_paused] {
             family.clear();
@@ -220,6 +228,7 @@ impl Metrics {
                     self.lag.get_or_create(&label).set(lag);
                 }
                 self.held.get_or_create(&label).set(i64::from(row.get::<_, bool>(4)));
+                self.empty.get_or_create(&label).set(row.get(5));
             }
             // A configured topic is reported at 0 when nothing waits in it, as Prometheus
             // users expect of a series that exists.

@@ -50,6 +50,8 @@ pub struct Record {
     /// The business calendars (name@version) and rule, if any (crate::calendar::source).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub business: Option<String>,
+    /// Every period should have jobs.
+    pub expect_jobs: bool,
     /// Values, and digests of secrets ([`crate::capability::config::Settings::shown`]).
     pub settings: BTreeMap<String, String>,
 }
@@ -65,6 +67,7 @@ impl Record {
             horizon: format_duration(horizon),
             period: declared_period(spec, settings).to_string(),
             business: spec.schedule.as_ref().and_then(Schedule::business).map(|b| b.source().summary()),
+            expect_jobs: settings.expect_jobs.unwrap_or_else(|| crate::task::default_expect_jobs(spec)),
             settings: settings.values.shown(&spec.name),
         }
     }
@@ -80,6 +83,7 @@ impl Record {
             horizon: format_duration(Duration::from_secs_f64(horizon.max(0.0))),
             period: row.get(8),
             business: row.get::<_, Option<serde_json::Value>>(11).map(|b| source_of(b).map_or_else(|e| format!("(unreadable: {e})"), |s| s.summary())),
+            expect_jobs: row.get(12),
             settings: serde_json::from_value(settings).unwrap_or_default(),
         }
     }
@@ -94,6 +98,7 @@ impl Record {
             ("horizon", self.horizon.clone(), to.horizon.clone()),
             ("period", self.period.clone(), to.period.clone()),
             ("business", self.business.clone().unwrap_or_else(|| "(none)".into()), to.business.clone().unwrap_or_else(|| "(none)".into())),
+            ("expect_jobs", self.expect_jobs.to_string(), to.expect_jobs.to_string()),
         ];
         let mut diff: Vec<String> = fields.iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a:?} -> {b:?}")).collect();
         let names: std::collections::BTreeSet<&String> = self.settings.keys().chain(to.settings.keys()).collect();
@@ -197,6 +202,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
                 &serde_json::json!(declared.settings),
                 &declared.period,
                 &declared_source(spec),
+                &declared.expect_jobs,
             ],
         )
         .await?;
@@ -368,6 +374,7 @@ pub async fn apply(
                 &period_from,
                 &period_before,
                 &declared_source(spec),
+                &declared.expect_jobs,
             ],
         )
         .await?
@@ -478,7 +485,8 @@ pub async fn follow(client: &impl Sql, plugin: &Plugin, row: &tokio_postgres::Ro
     follow_settings(plugin, row.get(8));
     let period_from = row.get(10);
     let period_before = row.get::<_, Option<String>>(11).and_then(|p| p.parse().ok());
-    plugin.follow(crate::task::Applied { revision, schedule, zone, catch_up, period, period_from, period_before });
+    let expect_jobs = row.get(13);
+    plugin.follow(crate::task::Applied { revision, schedule, zone, catch_up, period, period_from, period_before, expect_jobs });
     Ok(plugin.applied())
 }
 

@@ -35,6 +35,7 @@ const PUBLISH_CALENDAR: &str = include_str!("publish_calendar.sql");
 const READ_APPLIED: &str = include_str!("read_applied.sql");
 const PERIOD: &str = include_str!("period.sql");
 const ADD_JOBS: &str = include_str!("add_jobs.sql");
+const MARK_EMPTY: &str = include_str!("mark_empty.sql");
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]
@@ -79,6 +80,8 @@ pub enum SchedulerError {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct TickOutcome {
     pub generated: usize,
+    /// Periods generated whose plan returned no keys (recorded `empty`).
+    pub empty: usize,
     pub skipped: usize,
     /// Periods passed over because the ledger holds them already (generated, or skipped
     /// by the catch-up policy), with the revision they were handled under.
@@ -233,13 +236,22 @@ async fn generate_slots(
             // calendar or an older one) adds nothing. A period the policy skipped gets
             // the policy's word again for this slot (a week skipped on Monday may be due
             // on Wednesday); a backfill generates it.
+            // An empty period likewise; a backfill asks its plan again.
             Some("generated") => outcome.handled.push((period, revision)),
+            Some("empty") if !backfill => outcome.handled.push((period, revision)),
             _ => match policy_now.and_then(|now| applied.catch_up.skips(schedule, &slot, now)) {
                 None => {
                     let reason = backfill.then_some("backfill");
                     conn.exec(RECORD_GENERATED, &[&spec.name, &anchor, &reason, &0i64, &period, &applied.revision]).await?;
                     let (planned, jobs) = plan_slot(conn, planner, plugin, applied, &slot, anchor, &period, options).await?;
                     conn.exec(ADD_JOBS, &[&spec.name, &period, &(jobs as i64)]).await?;
+                    if planned == 0 {
+                        conn.exec(MARK_EMPTY, &[&spec.name, &period]).await?;
+                        outcome.empty += 1;
+                        if applied.expect_jobs {
+                            tracing::warn!(task = %spec.name, %period, "the period's plan returned no keys: no job is for it (the task expects jobs; `almanac status` reports it)");
+                        }
+                    }
                     outcome.generated += 1;
                     outcome.jobs += jobs;
                     outcome.planned += planned;
@@ -297,6 +309,7 @@ pub async fn backfill(
         conn.batch_execute("COMMIT").await?;
         let (outcome, last) = batch;
         total.generated += outcome.generated;
+        total.empty += outcome.empty;
         total.jobs += outcome.jobs;
         total.planned += outcome.planned;
         total.skipped += outcome.skipped;
