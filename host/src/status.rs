@@ -33,6 +33,8 @@ pub struct TaskStatus {
     pub latest_empty: Option<String>,
     /// Every period should have jobs: an empty one fails `status`.
     pub expect_jobs: bool,
+    /// Holiday calendars whose dated holidays end within the task's horizon.
+    pub calendar_ending: Option<String>,
     pub oldest_pending_seconds: Option<f64>,
     pub last_error: Option<String>,
     /// Outbox messages the task's jobs published that wait for delivery.
@@ -54,13 +56,13 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
             let zone: Option<String> = r.get(2);
             // An on-demand task (no cron) has no cursor worth showing.
             let cursor: Option<DateTime<Utc>> = r.get::<_, Option<DateTime<Utc>>>(4).filter(|_| cron.is_some());
-            let next_slot = match (&cron, &zone, cursor) {
-                (Some(c), Some(z), Some(at)) => {
-                    let schedule = crate::scheduler::applied::stored_schedule(Some(c), z, r.get(15)).ok().flatten();
-                    schedule.and_then(|s| s.next_after(at)).map(|s| s.start)
-                }
+            let schedule = match (&cron, &zone) {
+                (Some(c), Some(z)) => crate::scheduler::applied::stored_schedule(Some(c), z, r.get(15)).ok().flatten(),
                 _ => None,
             };
+            let next_slot = schedule.as_ref().zip(cursor).and_then(|(s, at)| s.next_after(at)).map(|s| s.start);
+            let horizon = std::time::Duration::from_secs_f64(r.get::<_, Option<f64>>(19).unwrap_or(0.0).max(0.0));
+            let calendar_ending = schedule.as_ref().and_then(|s| s.business()).and_then(|b| b.expiring(crate::scheduler::applied::calendar_horizon(horizon)));
             let task: String = r.get(0);
             let messages = outbox.get(&Some(task.clone())).copied().unwrap_or_default();
             TaskStatus {
@@ -84,6 +86,7 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
                 empty_periods: r.get(16),
                 latest_empty: r.get(17),
                 expect_jobs: r.get(18),
+                calendar_ending,
                 outbox_pending: messages.pending,
                 outbox_dead: messages.dead,
                 outbox_delivered: messages.delivered,
@@ -149,6 +152,9 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         }
         if let (true, Some(why)) = (s.held, &s.held_reason) {
             out.push_str(&format!("    held: {}\n", crate::text::printable(why)));
+        }
+        if let Some(ending) = &s.calendar_ending {
+            out.push_str(&format!("    calendar: {ending}\n"));
         }
         if s.empty_periods > 0 {
             let expected = if s.expect_jobs { "the task expects jobs in every period" } else { "expect_jobs is off" };

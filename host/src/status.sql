@@ -27,7 +27,8 @@ SELECT t.task,
          WHERE l.task = t.task AND l.status = 'empty' AND l.generated_at > now() - s.horizon),
        (SELECT max(l.period) FROM almanac.slots l
          WHERE l.task = t.task AND l.status = 'empty' AND l.generated_at > now() - s.horizon),
-       coalesce(s.expect_jobs, false)
+       coalesce(s.expect_jobs, false),
+       extract(epoch FROM s.horizon)::float8
 FROM (SELECT task FROM ONLY almanac.schedules UNION SELECT task FROM almanac.task_counts) t
 LEFT JOIN ONLY almanac.schedules s ON s.task = t.task
 LEFT JOIN almanac.task_counts c ON c.task = t.task

@@ -151,6 +151,7 @@ async fn a_year_of_first_business_days_catches_up_once_and_a_calendar_change_run
     let (code, out, err) = crate::support::almanac(&db.url, &["apply", "--plugins", &folder, "--config", new.to_str().unwrap(), "--reason", "closed"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("business"), "the change names the calendar: {out}");
+    assert!(out.contains("periods whose slot moves") && out.contains(&format!("    {newest_period}: ")), "{out}");
     host.wait_log("schedule changed; this host follows it", Duration::from_secs(30)).await;
     let moved = listed(&db, &start, &Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
     let month = moved.iter().find(|(_, p, _)| *p == newest_period);
@@ -181,10 +182,12 @@ async fn a_period_that_produced_nothing_is_recorded_empty_and_fails_status() {
     let dir = tempfile::tempdir().unwrap();
     let start = (Utc::now() - chrono::Duration::days(95)).to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let ics = workspace().join("tests/calendars/de-be.ics");
+    // A second calendar listing this year only: a warning, at start and in status.
+    let year = chrono::Datelike::year(&Utc::now());
     let file = dir.path().join("almanac.toml");
     let text = format!(
         "[tasks.daily-points]\nstart_at = \"{start}\"\nhorizon = \"400d\"\ncatch_up = \"all\"\ncron = \"0 6 * * *\"\nzone = \"Europe/Berlin\"\n\
-         calendar = \"de-be\"\nbusiness_day = -1\n\n[calendars.de-be]\nics = \"{}\"\n",
+         calendar = [\"de-be\", \"firm\"]\nbusiness_day = -1\n\n[calendars.de-be]\nics = \"{}\"\n\n[calendars.firm]\ndates = [\"{year}-01-02 Inventur\"]\n",
         ics.display()
     );
     std::fs::write(&file, text).unwrap();
@@ -195,10 +198,12 @@ async fn a_period_that_produced_nothing_is_recorded_empty_and_fails_status() {
     let months = listed(&db, &start, &Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)).len() as i64;
     assert!((3..=4).contains(&months), "{months}");
     db.wait_count("SELECT count(*) FROM almanac.slots WHERE status = 'empty'", months, Duration::from_secs(60)).await;
+    host.wait_log(&format!("calendar ending: firm lists dated holidays only through {year}-12-31"), Duration::from_secs(10)).await;
     host.stop().await;
     assert_eq!(db.count("SELECT count(*) FROM almanac.slots WHERE status <> 'empty'").await, 0);
     let (code, out, err) = crate::support::almanac(&db.url, &["status"]);
     assert_eq!(code, 1, "status must fail on a missed period: {out}{err}");
+    assert!(out.contains(&format!("calendar: firm lists dated holidays only through {year}-12-31: extend it")), "{out}");
     assert!(out.contains(&format!("empty: {months} period(s) whose plan returned no keys")) && out.contains("the task expects jobs in every period"), "{out}");
     let (_, slots, _) = crate::support::almanac(&db.url, &["slots", "daily-points", "--from", &start, "--to", &Utc::now().to_rfc3339()]);
     assert_eq!(slots.matches("empty: its plan returned no keys").count() as i64, months, "{slots}");

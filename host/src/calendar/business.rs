@@ -144,6 +144,18 @@ impl Business {
         &self.calendars
     }
 
+    /// The calendars whose dated holidays end before `by`, as a warning: a calendar of
+    /// movable feasts nobody extended at year end would silently make every later year
+    /// holiday-free.
+    pub fn expiring(&self, by: NaiveDate) -> Option<String> {
+        let ending: Vec<String> = self
+            .calendars
+            .iter()
+            .filter_map(|c| c.listed_through().filter(|t| *t < by).map(|t| format!("{} lists dated holidays only through {t}", c.name)))
+            .collect();
+        (!ending.is_empty()).then(|| format!("{}: extend it and `almanac apply`", ending.join("; ")))
+    }
+
     /// Why `day` is not a business day: a holiday of any calendar first, then a weekend.
     pub fn closed(&self, day: NaiveDate) -> Option<Closed> {
         let all: Vec<Closed> = self.calendars.iter().filter_map(|c| c.closed(day)).collect();

@@ -378,8 +378,14 @@ pub async fn apply(database: &super::database::Database, data_dir: &std::path::P
                 Some(s) => println!("{}: {registered} ({:?} in {}, cursor {})", spec.name, s.cron(), s.zone(), utc(cursor)),
                 None => println!("{}: {registered} (on demand)", spec.name),
             },
-            applied::Applied::Changed { changes, cursor } => {
+            applied::Applied::Changed { changes, cursor, moved } => {
                 println!("{}: {changed}: {}", spec.name, changes.join(", "));
+                if !moved.is_empty() {
+                    println!("  periods whose slot moves (a month back to a year ahead):");
+                    for line in &moved {
+                        println!("    {line}");
+                    }
+                }
                 if let Some((from, to, end)) = cursor {
                     println!(
                         "  cursor {} -> {}: the new schedule takes over at {}, where the last slot handled under the old one ends",

@@ -117,6 +117,12 @@ impl Record {
     }
 }
 
+/// The day a task's calendars should reach: its horizon (at least 30 days) from today.
+pub fn calendar_horizon(horizon: Duration) -> chrono::NaiveDate {
+    let ahead = chrono::Duration::from_std(horizon.max(Duration::from_secs(30 * 86_400))).unwrap_or(chrono::Duration::days(30));
+    (Utc::now() + ahead).date_naive()
+}
+
 /// A stored business source.
 fn source_of(value: serde_json::Value) -> Result<BusinessSource, String> {
     serde_json::from_value(value).map_err(|e| e.to_string())
@@ -169,6 +175,9 @@ pub fn origin(command: &str) -> String {
 pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSettings, source: &str) -> Result<(), RegisterError> {
     let declared = Record::declared(spec, settings);
     let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
+    if let Some(warning) = spec.schedule.as_ref().and_then(|s| s.business()).and_then(|b| b.expiring(calendar_horizon(horizon))) {
+        tracing::warn!(task = %spec.name, "calendar ending: {warning}");
+    }
     // A forgotten task's ledger stays (it stops a backfill from repeating its periods):
     // registered again with another period unit, none of them would be recognised.
     if let Some(row) = client.opt(FORGOTTEN_PERIOD, &[&spec.name]).await? {
@@ -299,6 +308,9 @@ pub enum Applied {
         /// The cursor moved so the new schedule takes over where the last slot handled
         /// under the old one ends: (from, to, that end).
         cursor: Option<(DateTime<Utc>, DateTime<Utc>, DateTime<Utc>)>,
+        /// The periods from a month before the cursor to a year after it whose slot the
+        /// change moves, adds or removes, one line each.
+        moved: Vec<String>,
     },
 }
 
@@ -335,12 +347,15 @@ pub async fn apply(
         None => (stored_from, stored_before),
     };
     let mut moved = None;
+    let mut periods = Vec::new();
     let calendars = (stored.cron.as_deref(), spec.schedule.as_ref());
     let moves = (&stored.cron, &stored.zone, &stored.business) != (&declared.cron, &declared.zone, &declared.business);
     if let ((Some(old), Some(new)), true) = (calendars, moves) {
         let old =
             stored_schedule(Some(old), &stored.zone, row.get(11)).map_err(|e| ApplyError::Invalid(format!("the stored schedule of {:?}: {e}", spec.name)))?;
         let old = old.expect("a cron");
+        let unit: Period = declared.period.parse().map_err(ApplyError::Invalid)?;
+        periods = moved_periods(&old, new, unit, cursor);
         let handled = super::operate::is_keyed(tx, &spec.name, cursor).await?;
         if let Some(end) = handled.then(|| old.next_after(cursor)).flatten().map(|s| s.start) {
             let mut walk = new.slots_after(cursor).take_while(|s| s.start < end).take(MAX_WALK + 1);
@@ -389,7 +404,42 @@ pub async fn apply(
         after["period_before"] = serde_json::json!(period_before);
     }
     tx.exec(RECORD_CHANGE, &[&spec.name, &revision, &"apply", &Some(before), &Some(after), &origin, &reason]).await?;
-    Ok(Applied::Changed { changes: stored.diff(&declared), cursor: moved })
+    Ok(Applied::Changed { changes: stored.diff(&declared), cursor: moved, moved: periods })
+}
+
+/// The periods whose slot differs between `old` and `new`, from 31 days before `cursor`
+/// to 366 days after it (the first 20): what a calendar change does, listed by
+/// `apply` (a period generated already stays done under its old instant).
+fn moved_periods(old: &Schedule, new: &Schedule, unit: Period, cursor: DateTime<Utc>) -> Vec<String> {
+    let (from, to) = (cursor - chrono::Duration::days(31), cursor + chrono::Duration::days(366));
+    let starts = |s: &Schedule| -> BTreeMap<String, DateTime<Utc>> {
+        let mut periods = BTreeMap::new();
+        for slot in s.slots_after(from).take_while(|x| x.start < to).take(MAX_WALK) {
+            periods.entry(s.period_label(unit, slot.start)).or_insert(slot.start);
+        }
+        periods
+    };
+    let (before, after) = (starts(old), starts(new));
+    let local = |t: &DateTime<Utc>| t.with_timezone(&new.zone()).format("%Y-%m-%d %H:%M %:z").to_string();
+    let names: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let mut lines = Vec::new();
+    for name in names {
+        let line = match (before.get(name), after.get(name)) {
+            (Some(a), Some(b)) if a == b => continue,
+            (Some(a), Some(b)) => format!("{name}: {} -> {}", local(a), local(b)),
+            (Some(a), None) => format!("{name}: {} -> no slot", local(a)),
+            (None, Some(b)) => format!("{name}: no slot -> {}", local(b)),
+            (None, None) => continue,
+        };
+        let done = before.get(name).is_some_and(|a| *a <= cursor);
+        lines.push(if done { format!("{line} (generated already: stays done at its old instant)") } else { line });
+    }
+    if lines.len() > 20 {
+        let more = lines.len() - 20;
+        lines.truncate(20);
+        lines.push(format!("... and {more} more"));
+    }
+    lines
 }
 
 /// A change of period unit is a new identity space (a day's jobs are not a month's), so
