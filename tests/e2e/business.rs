@@ -223,3 +223,31 @@ async fn a_period_that_produced_nothing_is_recorded_empty_and_fails_status() {
     assert!(!out.contains("empty:"), "{out}{err}");
     assert_eq!(code, 0, "no period is empty any more: {out}");
 }
+
+/// `resume --dry-run` lists what a resume, or a host coming back, would do now under the
+/// task's catch-up policy, and changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn resume_dry_run_lists_what_the_policy_would_generate_and_changes_nothing() {
+    use chrono::Utc;
+
+    let db = crate::support::TestDb::new().await;
+    // Five midnights are due after the cursor, whatever the time of day.
+    let now = Utc::now();
+    let midnight = now.date_naive().and_hms_opt(0, 0, 0).unwrap().and_utc();
+    db.schedule("daily-points", "0 0 * * *", "UTC", midnight - chrono::Duration::days(5) + chrono::Duration::hours(1)).await;
+    // A 50-hour window holds the midnights less than 50 hours old.
+    let in_window = (0..5).filter(|k| now - (midnight - chrono::Duration::days(*k)) < chrono::Duration::hours(50)).count();
+    for (policy, generated, skipped) in [("latest", 1, 4), ("window=50h", in_window, 5 - in_window), ("all", 5, 0)] {
+        db.client.execute("UPDATE almanac.schedules SET catch_up = $1, paused = true", &[&policy]).await.unwrap();
+        let (code, out, err) = crate::support::almanac(&db.url, &["resume", "daily-points", "--dry-run"]);
+        assert_eq!(code, 0, "{out}{err}");
+        assert!(
+            out.contains(&format!("would generate {generated} period(s), skip {skipped} by the policy, pass over 0; nothing was changed")),
+            "{policy}: {out}"
+        );
+        assert_eq!(out.matches("  skipped: catch-up").count(), skipped, "{policy}: {out}");
+    }
+    assert_eq!(db.count("SELECT count(*) FROM almanac.slots").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.schedules WHERE paused").await, 1, "still paused");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.changes").await, 0, "nothing recorded");
+}

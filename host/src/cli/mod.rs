@@ -14,6 +14,7 @@ mod outbox;
 mod plugins;
 #[cfg(test)]
 mod reference;
+mod resume;
 mod run;
 mod schedule;
 mod status;
@@ -77,7 +78,8 @@ enum Command {
     /// Per task: cursor, next slot, job and outbox counts, last error; each outbox topic
     /// in trouble and each refused deploy. Exits 1 if any job failed, any outbox message is
     /// dead, a topic's circuit is open, a message has waited longer than --outbox-max-age,
-    /// or a running host refuses a plugin file.
+    /// a running host refuses a plugin file, a task is held for crashing the server, or a
+    /// task that expects jobs had a period whose plan returned none.
     Status(status::StatusArgs),
     /// List jobs, newest first, with attempts and last error.
     Jobs(jobs::JobsArgs),
@@ -141,6 +143,10 @@ enum Command {
         /// Why, recorded with the change.
         #[arg(long)]
         reason: Option<String>,
+        /// List the periods a resume (or a host coming back) would generate now, and those
+        /// the catch-up policy would skip; change nothing.
+        #[arg(long, conflicts_with = "reason")]
+        dry_run: bool,
     },
     /// Delete TASK's schedule for good (recorded); its done jobs stay as evidence.
     Forget(schedule::ForgetArgs),
@@ -288,8 +294,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let database = almanac_db().await?;
             return schedule::set_paused(&database, &task, true, reason.as_deref()).await;
         }
-        Command::Resume { task, reason } => {
+        Command::Resume { task, reason, dry_run } => {
             let database = almanac_db().await?;
+            if dry_run {
+                return resume::preview(&database, &task).await;
+            }
             return schedule::set_paused(&database, &task, false, reason.as_deref()).await;
         }
         Command::Apply(args) => {
