@@ -251,3 +251,43 @@ async fn resume_dry_run_lists_what_the_policy_would_generate_and_changes_nothing
     assert_eq!(db.count("SELECT count(*) FROM almanac.schedules WHERE paused").await, 1, "still paused");
     assert_eq!(db.count("SELECT count(*) FROM almanac.changes").await, 0, "nothing recorded");
 }
+
+/// A host whose clock jumps — stopped by SIGSTOP for several periods, then continued —
+/// catches up by its policy's cap, as a host coming back from an outage: with `latest`,
+/// the newest due period is generated and the ones it slept through are skipped, each
+/// recorded with the reason.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_host_stopped_for_several_periods_catches_up_by_its_policy_cap() {
+    use std::time::Duration;
+
+    use chrono::{DateTime, Utc};
+
+    let db = crate::support::TestDb::new().await;
+    db.accounts(1).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("almanac.toml");
+    std::fs::write(&file, "[tasks.daily-points]\ncron = \"*/2 * * * * *\"\nzone = \"UTC\"\ncatch_up = \"latest\"\n").unwrap();
+    let plugins = crate::support::plugin_dir(&["daily_points"]);
+    let mut host = crate::support::HostProc::spawn(&db, plugins.path(), &["--config", file.to_str().unwrap()]);
+    db.wait_count("SELECT least(count(*), 2) FROM almanac.slots WHERE status = 'generated'", 2, Duration::from_secs(60)).await;
+    let now = "SELECT now()";
+    let stopped: DateTime<Utc> = db.client.query_one(now, &[]).await.unwrap().get(0);
+    host.signal(libc::SIGSTOP);
+    // The outage itself: five periods of two seconds pass while the host is frozen.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let continued: DateTime<Utc> = db.client.query_one(now, &[]).await.unwrap().get(0);
+    host.signal(libc::SIGCONT);
+    let after = format!("SELECT least(count(*), 1) FROM almanac.slots WHERE status = 'generated' AND slot > '{}'", continued.to_rfc3339());
+    db.wait_count(&after, 1, Duration::from_secs(30)).await;
+    host.stop().await;
+    // The periods that fell due while it was frozen (a margin of one period each side).
+    let asleep = format!(
+        "SELECT status, coalesce(reason, '') FROM almanac.slots WHERE slot > '{}' AND slot < '{}' ORDER BY slot",
+        (stopped + chrono::Duration::seconds(2)).to_rfc3339(),
+        (continued - chrono::Duration::seconds(2)).to_rfc3339()
+    );
+    let rows: Vec<(String, String)> = db.client.query(&asleep, &[]).await.unwrap().iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert!(rows.len() >= 3, "the frozen periods are all in the ledger: {rows:?}");
+    assert!(rows.iter().all(|(s, r)| s == "skipped" && r.contains("catch-up latest")), "slept-through periods are skipped by the cap: {rows:?}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status <> 'done'").await, 0);
+}
