@@ -61,6 +61,20 @@ pub use task::{CatchUp, Error, Job, Slot, Task, TaskInfo};
 pub use tx::{Row, Rows, Tx};
 pub use value::{FromValue, Timestamp, ToValue, Value};
 
+/// The business day of the slot the current `plan` or `run` is for, when the task runs by
+/// holiday calendars (`calendar` in `almanac.toml`).
+pub mod business {
+    pub use crate::bindings::almanac::plugin::business::BusinessDay;
+
+    /// The current slot's business day: the day it is for (`nominal`, before any roll),
+    /// the business day it runs on (`date`), its place among the month's business days
+    /// (`day_of_month`, from 1), whether it is the month's last (`last_of_month`), and the
+    /// calendars (`name@version`). `None` for a task without holiday calendars.
+    pub fn today() -> Option<BusinessDay> {
+        crate::bindings::almanac::plugin::business::today()
+    }
+}
+
 /// The operator's settings for this task, as declared with [`TaskInfo::setting`] and
 /// [`TaskInfo::required_setting`] (`[tasks.<name>.settings]` in `almanac.toml`).
 pub mod config {

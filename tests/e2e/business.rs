@@ -291,3 +291,59 @@ async fn a_host_stopped_for_several_periods_catches_up_by_its_policy_cap() {
     assert!(rows.iter().all(|(s, r)| s == "skipped" && r.contains("catch-up latest")), "slept-through periods are skipped by the cap: {rows:?}");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status <> 'done'").await, 0);
 }
+
+/// Plugins see their slot's business day (`business::today()` in the Rust SDK): the day it
+/// is for, the business day it runs on, its place in the month and the calendars'
+/// versions — the same facts `almanac slots` prints. A rolled slot reports its nominal day.
+#[tokio::test(flavor = "multi_thread")]
+async fn plugins_see_the_business_day_of_their_slot() {
+    use std::time::Duration;
+
+    use almanac::calendar::source::{BusinessSource, CalendarSource};
+    use almanac::calendar::Schedule;
+    use chrono::Utc;
+
+    let db = crate::support::TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let ics = workspace().join("tests/calendars/de-be.ics");
+    let start = Utc::now() - chrono::Duration::days(100);
+    let file = dir.path().join("almanac.toml");
+    let text = format!(
+        "[tasks.fixture-business-day]\nstart_at = \"{}\"\nhorizon = \"400d\"\ncatch_up = \"all\"\ncron = \"0 6 25 * *\"\n\
+         calendar = \"de-be\"\nroll = \"preceding\"\n\n[calendars.de-be]\nics = \"{}\"\n",
+        start.to_rfc3339(),
+        ics.display()
+    );
+    std::fs::write(&file, text).unwrap();
+    let source = BusinessSource {
+        calendars: vec![CalendarSource { name: "de-be".into(), weekend: "sat,sun".into(), ics: Some(std::fs::read_to_string(&ics).unwrap()), dates: vec![] }],
+        business_day: None,
+        of: None,
+        roll: Some("preceding".into()),
+    };
+    let business = source.build().unwrap();
+    let version = format!("de-be@{}", business.calendars()[0].version());
+    let schedule = Schedule::new("0 6 25 * *", "Europe/Berlin").unwrap().with_business(business).unwrap();
+    let want: Vec<_> = schedule.slots_after(start).take_while(|s| s.start <= Utc::now()).collect();
+    assert!(want.len() >= 3, "{want:?}");
+    let plugins = crate::support::plugin_dir(&["fixture_business_day"]);
+    let mut host = crate::support::HostProc::spawn(&db, plugins.path(), &["--config", file.to_str().unwrap()]);
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", want.len() as i64, Duration::from_secs(60)).await;
+    host.stop().await;
+    let rows = db.client.query("SELECT period, nominal, date, day_of_month, last_of_month, calendars FROM business_days ORDER BY period", &[]).await.unwrap();
+    assert_eq!(rows.len(), want.len());
+    for (row, slot) in rows.iter().zip(&want) {
+        let facts = slot.business.as_ref().unwrap();
+        let got: (String, String, String, i64, bool, String) = (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5));
+        let expected = (
+            facts.nominal.format("%Y-%m").to_string(),
+            facts.nominal.to_string(),
+            facts.date.to_string(),
+            i64::from(facts.business_day_of_month),
+            facts.last_business_day_of_month,
+            version.clone(),
+        );
+        assert_eq!(got, expected);
+        assert!(got.1.ends_with("-25"), "{got:?}");
+    }
+}

@@ -32,12 +32,13 @@ from typing import Any, List, Optional
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.exports import task as _wit
+from wit_world.imports import business as _business
 from wit_world.imports import config as _config
 from wit_world.imports import log as _log
 from wit_world.imports import outbox as _outbox
 from wit_world.imports import types as _types
 
-__all__ = ["Task", "TaskInfo", "Slot", "Job", "Tx", "Row", "Error", "DbError", "config", "log", "export"]
+__all__ = ["Task", "TaskInfo", "Slot", "Job", "Tx", "Row", "Error", "DbError", "config", "business", "log", "export"]
 
 
 class Error(Exception):
@@ -230,6 +231,20 @@ class config:
     @staticmethod
     def get(name: str) -> Optional[str]:
         return _config.get(name)
+
+
+class business:
+    """The business day of the slot the current `plan` or `run` is for (holiday calendars)."""
+
+    @staticmethod
+    def today() -> Optional[Any]:
+        """The current slot's business day, or None for a task without holiday calendars.
+
+        Its fields: `nominal` (the day the slot is for, "YYYY-MM-DD", before any roll),
+        `date` (the business day it runs on), `day_of_month` (its place among the month's
+        business days, from 1), `last_of_month`, and `calendars` ("name@version" each).
+        """
+        return _business.today()
 
 
 class log:

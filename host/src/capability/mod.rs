@@ -1,4 +1,5 @@
 //! What the host lends a plugin, one module per WIT interface.
+pub mod business;
 pub mod config;
 pub mod db;
 pub mod log;

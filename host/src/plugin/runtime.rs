@@ -15,6 +15,7 @@ use crate::bindings::almanac::plugin as wit;
 use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::bindings::exports::almanac::plugin::task::TaskError;
 use crate::bindings::Transaction;
+use crate::capability::business::Today;
 use crate::capability::config::Settings;
 use crate::capability::db::{Ending, Lent, Policy, Session, Trace};
 use crate::capability::log::{CallFields, Logger};
@@ -169,6 +170,7 @@ impl Runtime {
         wit::outbox::add_to_linker::<HostState, HasSelf<Session>>(&mut linker, |s| &mut s.db).map_err(wasm_error)?;
         wit::log::add_to_linker::<HostState, HasSelf<Logger>>(&mut linker, |s| &mut s.log).map_err(wasm_error)?;
         wit::config::add_to_linker::<HostState, HasSelf<Settings>>(&mut linker, |s| &mut s.config).map_err(wasm_error)?;
+        wit::business::add_to_linker::<HostState, HasSelf<Today>>(&mut linker, |s| &mut s.today).map_err(wasm_error)?;
         world::add_older_to_linker(&mut linker).map_err(wasm_error)?;
         let ticker = {
             let engine = engine.weak();
@@ -373,7 +375,7 @@ impl Plugin {
         self.suspensions.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    fn store(&self, conn: Lent, fields: CallFields, traced: bool) -> (Store<HostState>, Instant) {
+    fn store(&self, conn: Lent, fields: CallFields, traced: bool, today: Today) -> (Store<HostState>, Instant) {
         let timeout = self.spec.timeout;
         let deadline = Instant::now() + timeout;
         let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
@@ -400,6 +402,7 @@ impl Plugin {
             },
             log: Logger::new(fields),
             config: (*self.settings.load_full()).clone(),
+            today,
             stderr,
             deadline,
         };
@@ -423,7 +426,7 @@ impl Plugin {
     }
 
     async fn describe(&self) -> Result<crate::bindings::exports::almanac::plugin::task::TaskInfo, CallError> {
-        let (mut store, _) = self.store(Lent::Nothing, CallFields { plugin: self.path.display().to_string(), ..Default::default() }, false);
+        let (mut store, _) = self.store(Lent::Nothing, CallFields { plugin: self.path.display().to_string(), ..Default::default() }, false, Today::default());
         let instance = self.instantiate(&mut store).await?;
         let outcome = self.bounded(instance.describe(&mut store)).await;
         finish(&store, outcome.map(|r| r.map(Ok)), self.spec.timeout, self.runtime.limits.memory_bytes).result
@@ -446,7 +449,8 @@ impl Plugin {
 
     async fn run_lent(&self, lent: Lent, job: &Job, traced: bool) -> (Called<()>, Trace) {
         let fields = CallFields { plugin: self.spec.name.clone(), task: job.task.clone(), slot: job.slot.label.clone(), key: job.key.clone() };
-        let (mut store, _) = self.store(lent, fields, traced);
+        let today = Today::new(self.applied(), micros(job.slot.start));
+        let (mut store, _) = self.store(lent, fields, traced, today);
         let (instance, tx) = match self.ready(&mut store).await {
             Ok(ready) => ready,
             Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Trace::default()),
@@ -464,7 +468,8 @@ impl Plugin {
     /// [`Plugin::plan`], keeping every statement the call sent when `traced`.
     pub async fn plan_traced(&self, conn: &Arc<Conn>, slot: &Slot, after: Option<&str>, limit: u32, traced: bool) -> (Called<Vec<String>>, Trace) {
         let fields = CallFields { plugin: self.spec.name.clone(), task: self.spec.name.clone(), slot: slot.label.clone(), key: String::new() };
-        let (mut store, _) = self.store(Lent::Conn(conn.clone()), fields, traced);
+        let today = Today::new(self.applied(), micros(slot.start));
+        let (mut store, _) = self.store(Lent::Conn(conn.clone()), fields, traced, today);
         let (instance, tx) = match self.ready(&mut store).await {
             Ok(ready) => ready,
             Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Trace::default()),
@@ -552,4 +557,9 @@ fn verdict<T>(
             result.map_err(|e| CallError::Task { message: clip(e.message, MAX_ERROR), retryable: e.retryable })
         }
     }
+}
+
+/// A WIT instant (microseconds since the epoch).
+fn micros(t: i64) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::from_timestamp_micros(t).unwrap_or_default()
 }

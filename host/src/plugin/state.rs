@@ -37,6 +37,7 @@ pub struct HostState {
     pub(super) db: Session,
     pub(super) log: Logger,
     pub(super) config: Settings,
+    pub(super) today: crate::capability::business::Today,
     pub(super) stderr: MemoryOutputPipe,
     /// When the call must end; checked on every epoch tick.
     pub(super) deadline: Instant,
