@@ -10,14 +10,15 @@ SELECT t.task,
           JOIN almanac.jobs j ON (j.task, j.slot, j.key) = (a.task, a.slot, a.key) AND j.status IN ('pending', 'failed')
          ORDER BY a.id DESC LIMIT 1) AS last_error,
        coalesce(c.discarded, 0),
-       -- Periods generated before the latest applied change of cron, zone or period: they
-       -- ran at an older calendar's instant, and stay done under it (identity is by period).
+       -- Periods generated before the latest applied change of cron, zone, period or
+       -- business calendar: they ran at an older calendar's instant, and stay done under it
+       -- (identity is by period).
        (SELECT count(*) FROM almanac.slots l
-         WHERE l.task = t.task AND l.status = 'generated'
+         WHERE l.task = t.task AND l.status IN ('generated', 'empty')
            AND l.revision < (SELECT max(ch.revision) FROM almanac.changes ch
                               WHERE ch.task = t.task AND ch.action = 'apply'
-                                AND (ch.before->>'cron', ch.before->>'zone', ch.before->>'period')
-                                    IS DISTINCT FROM (ch.after->>'cron', ch.after->>'zone', ch.after->>'period'))),
+                                AND (ch.before->>'cron', ch.before->>'zone', ch.before->>'period', ch.before->>'business')
+                                    IS DISTINCT FROM (ch.after->>'cron', ch.after->>'zone', ch.after->>'period', ch.after->>'business'))),
        s.held,
        s.held_reason,
        s.business,

@@ -141,6 +141,14 @@ async fn a_year_of_first_business_days_catches_up_once_and_a_calendar_change_run
     }
     let generated = db.count("SELECT count(*) FROM almanac.slots WHERE task = 'daily-points' AND status = 'generated'").await;
     assert_eq!(generated, slots.len() as i64);
+    // The SQL enqueue checks slots against the business calendar: the cron's 06:00 on a
+    // day that is not a month's first business day is refused, a slot of it is a no-op.
+    let (newest_start, _, newest_slot_day) = slots.last().unwrap().clone();
+    let next_day = (newest_start.parse::<chrono::DateTime<Utc>>().unwrap() + chrono::Duration::days(1)).to_rfc3339();
+    let refused = db.client.query_one("SELECT almanac.enqueue('daily-points', $1::text::timestamptz, '1')", &[&next_day]).await.unwrap_err();
+    assert_eq!(refused.code(), Some(&tokio_postgres::error::SqlState::INVALID_PARAMETER_VALUE), "{refused:?} ({newest_slot_day} + 1 day)");
+    let again: bool = db.client.query_one("SELECT almanac.enqueue('daily-points', $1::text::timestamptz, '1')", &[&newest_start]).await.unwrap().get(0);
+    assert!(!again, "a period's job exists already");
 
     // A holiday added on the newest generated day: that month's slot moves to the next
     // business day, and nothing of the year runs again.
@@ -164,6 +172,8 @@ async fn a_year_of_first_business_days_catches_up_once_and_a_calendar_change_run
     assert_eq!(code, 0, "{out}{err}");
     host.stop().await;
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, want, "a job was added: {out}");
+    let (_, status, _) = crate::support::almanac(&db.url, &["status"]);
+    assert!(status.contains(&format!("({} periods under an older calendar)", slots.len())), "{status}");
     assert_eq!(db.count("SELECT count(*) FROM (SELECT period, key FROM almanac.jobs GROUP BY 1, 2 HAVING count(*) > 1) t").await, 0);
     assert_eq!(db.count(&format!("SELECT count(*) FROM accounts WHERE points = {}", 10 * slots.len())).await, ACCOUNTS, "every account credited once a month");
 }
