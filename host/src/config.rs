@@ -240,10 +240,7 @@ impl Config {
             (Some(p), Some(_)) => crate::calendar::source::BusinessSource { of: Some(p.get_ref().clone()), ..source },
             _ => source,
         };
-        let business =
-            crate::calendar::business::check_cron(schedule.cron()).map_err(|e| e.to_string()).and_then(|_| source.build().map_err(|e| e.to_string()));
-        let business = business.or_else(|e| self.invalid(span.clone(), format!("task {:?}: {e}", spec.name)))?;
-        spec.schedule = Some(schedule.with_business(business).or_else(|e| self.invalid(span, format!("task {:?}: {e}", spec.name)))?);
+        spec.schedule = Some(schedule.with_business(&source).or_else(|e| self.invalid(span, format!("task {:?}: {e}", spec.name)))?);
         Ok(())
     }
 

@@ -57,7 +57,7 @@ pub async fn report(client: &tokio_postgres::Client) -> Result<Vec<TaskStatus>, 
             // An on-demand task (no cron) has no cursor worth showing.
             let cursor: Option<DateTime<Utc>> = r.get::<_, Option<DateTime<Utc>>>(4).filter(|_| cron.is_some());
             let schedule = match (&cron, &zone) {
-                (Some(c), Some(z)) => crate::scheduler::applied::stored_schedule(Some(c), z, r.get(15)).ok().flatten(),
+                (Some(c), Some(z)) => crate::scheduler::operate::stored_schedule(Some(c), z, r.get(15)).ok().flatten(),
                 _ => None,
             };
             let next_slot = schedule.as_ref().zip(cursor).and_then(|(s, at)| s.next_after(at)).map(|s| s.start);

@@ -331,9 +331,8 @@ async fn plugins_see_the_business_day_of_their_slot() {
         of: None,
         roll: Some("preceding".into()),
     };
-    let business = source.build().unwrap();
-    let version = format!("de-be@{}", business.calendars()[0].version());
-    let schedule = Schedule::new("0 6 25 * *", "Europe/Berlin").unwrap().with_business(business).unwrap();
+    let version = format!("de-be@{}", source.build().unwrap().calendars()[0].version());
+    let schedule = Schedule::new("0 6 25 * *", "Europe/Berlin").unwrap().with_business(&source).unwrap();
     let want: Vec<_> = schedule.slots_after(start).take_while(|s| s.start <= Utc::now()).collect();
     assert!(want.len() >= 3, "{want:?}");
     let plugins = crate::support::plugin_dir(&["fixture_business_day"]);

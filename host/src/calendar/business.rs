@@ -20,13 +20,11 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::str::FromStr;
 
-use chrono::{DateTime, Datelike, Months, NaiveDate, TimeDelta, Utc, Weekday};
+use chrono::{DateTime, Datelike, Months, NaiveDate, NaiveDateTime, NaiveTime, TimeDelta, Utc, Weekday};
 use serde::Serialize;
 
 use super::holidays::{Closed, Holidays};
 use super::period::Period;
-use super::source::BusinessSource;
-use super::{Schedule, Slot, OPEN_END};
 
 /// How far a roll looks for a business day.
 pub const MAX_ROLL_DAYS: i64 = 31;
@@ -86,8 +84,6 @@ pub enum BusinessError {
 pub struct Business {
     calendars: Vec<Holidays>,
     rule: Rule,
-    /// What it was built from ([`BusinessSource::build`]), as the database stores it.
-    source: BusinessSource,
 }
 
 /// What a slot's plugin may know of its business day.
@@ -112,7 +108,7 @@ pub struct Skipped {
 }
 
 impl Business {
-    pub(super) fn new(calendars: Vec<Holidays>, rule: Rule, source: BusinessSource) -> Result<Business, BusinessError> {
+    pub fn new(calendars: Vec<Holidays>, rule: Rule) -> Result<Business, BusinessError> {
         if let Rule::Nth { n, of } = rule {
             let most = match of {
                 Period::Month => 23,
@@ -129,11 +125,7 @@ impl Business {
             let names: Vec<&str> = calendars.iter().map(|c| c.name.as_str()).collect();
             return Err(BusinessError::AlwaysClosed(names.join("+")));
         }
-        Ok(Business { calendars, rule, source })
-    }
-
-    pub fn source(&self) -> &BusinessSource {
-        &self.source
+        Ok(Business { calendars, rule })
     }
 
     pub fn rule(&self) -> &Rule {
@@ -211,8 +203,8 @@ impl Business {
 
     /// Where the slot of the nominal occurrence `at` of `schedule` runs; `rolled` orders
     /// a day's own occurrence first.
-    fn place(&self, schedule: &Schedule, at: DateTime<Utc>) -> Option<Placed> {
-        let day = schedule.business_day(at)?;
+    fn place(&self, schedule: &impl Cron, at: DateTime<Utc>) -> Option<Placed> {
+        let day = schedule.day_of(at)?;
         match self.rule {
             Rule::Nth { n, of } => (self.nth(n, of, day) == Some(day)).then_some((at, false, day, day)),
             Rule::Roll(roll) => {
@@ -228,7 +220,7 @@ impl Business {
 
     /// The days `schedule` would have used between `from` and `to` (inclusive) that this
     /// rule did not, and why.
-    pub fn skipped(&self, schedule: &Schedule, from: NaiveDate, to: NaiveDate) -> Vec<Skipped> {
+    pub fn skipped(&self, schedule: &impl Cron, from: NaiveDate, to: NaiveDate) -> Vec<Skipped> {
         let mut out = Vec::new();
         let mut short = BTreeSet::new();
         for day in from.iter_days().take_while(|d| *d <= to) {
@@ -295,23 +287,40 @@ fn bounds(of: Period, day: NaiveDate) -> Option<(NaiveDate, NaiveDate)> {
     Some((first, first.checked_add_months(Months::new(months))?.pred_opt()?))
 }
 
-/// A slot placed on its business day: `(start, rolled, nominal day, business day)`.
-type Placed = (DateTime<Utc>, bool, NaiveDate, NaiveDate);
+/// What the rules need of a cron schedule in a zone ([`crate::calendar::Schedule`]).
+pub trait Cron {
+    /// The local day the occurrence at `at` belongs to.
+    fn day_of(&self, at: DateTime<Utc>) -> Option<NaiveDate>;
+    /// The wall time the cron matches on local `day`, if it fires that day.
+    fn wall_time_on(&self, day: NaiveDate) -> Option<NaiveTime>;
+    /// The instant a slot at wall time `naive` starts at.
+    fn resolve_wall(&self, naive: NaiveDateTime) -> Option<DateTime<Utc>>;
+}
 
-/// Slots of a schedule with a business rule, after `after`, in order. Nominal occurrences
-/// are read from [`MAX_ROLL_DAYS`] before `after` (a following roll brings them later)
-/// and placed; a placed slot is given out once no later nominal occurrence can be placed
-/// before it. Two slots at one instant are one (a day's own occurrence wins).
-pub(super) fn slots_after<'a>(schedule: &'a Schedule, business: &'a Business, after: DateTime<Utc>) -> impl Iterator<Item = Slot> + 'a {
-    let margin = TimeDelta::days(MAX_ROLL_DAYS + 2);
-    let mut nominal = schedule.occurrences_after(after.checked_sub_signed(margin).unwrap_or(after));
+/// A slot placed on its business day: `(start, rolled, nominal day, business day)`.
+pub type Placed = (DateTime<Utc>, bool, NaiveDate, NaiveDate);
+
+/// How far before `after` nominal occurrences must be read: a following roll brings them
+/// up to [`MAX_ROLL_DAYS`] later.
+pub const LOOK_BACK: TimeDelta = TimeDelta::days(MAX_ROLL_DAYS + 2);
+
+/// The slots of `nominal` (the cron's occurrences from [`LOOK_BACK`] before `after`, in
+/// order) placed by `business`'s rule, after `after`, in order. A placed slot is given out
+/// once no later nominal occurrence can be placed before it. Two slots at one instant are
+/// one (a day's own occurrence wins).
+pub fn placed_after<'a>(
+    cron: &'a impl Cron,
+    business: &'a Business,
+    mut nominal: impl Iterator<Item = DateTime<Utc>> + 'a,
+    after: DateTime<Utc>,
+) -> impl Iterator<Item = Placed> + 'a {
     let mut heap: BinaryHeap<Reverse<Placed>> = BinaryHeap::new();
     let mut pulled: Option<DateTime<Utc>> = None;
     let mut exhausted = false;
     let mut last: Option<DateTime<Utc>> = None;
-    let mut placed = std::iter::from_fn(move || loop {
+    std::iter::from_fn(move || loop {
         if let Some(&Reverse(next)) = heap.peek() {
-            if exhausted || pulled.is_some_and(|p| p - margin > next.0) {
+            if exhausted || pulled.is_some_and(|p| p - LOOK_BACK > next.0) {
                 heap.pop();
                 if next.0 <= after || last == Some(next.0) {
                     continue;
@@ -326,15 +335,9 @@ pub(super) fn slots_after<'a>(schedule: &'a Schedule, business: &'a Business, af
         match nominal.next() {
             Some(at) => {
                 pulled = Some(at);
-                heap.extend(business.place(schedule, at).map(Reverse));
+                heap.extend(business.place(cron, at).map(Reverse));
             }
             None => exhausted = true,
         }
-    })
-    .peekable();
-    std::iter::from_fn(move || {
-        let (start, _, nominal, date) = placed.next()?;
-        let end = placed.peek().map_or(OPEN_END, |n| n.0);
-        Some(Slot { start, end, label: nominal.format("%Y-%m-%d").to_string(), business: Some(business.facts(nominal, date)) })
     })
 }

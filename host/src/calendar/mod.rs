@@ -34,6 +34,7 @@ use chrono_tz::Tz;
 use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
 use serde::Serialize;
+use source::{BusinessSource, SourceError};
 
 /// `end` of a slot whose schedule never fires again: 9999-12-31T23:59:59Z, the latest
 /// instant that still has a four-digit year, so RFC 3339 consumers accept it.
@@ -72,8 +73,9 @@ pub struct Schedule {
     matchable: bool,
     /// Whether it fires at most once a local day (one time of day); see [`once_a_day`].
     daily: bool,
-    /// Holiday calendars and a business-day rule, if the schedule has them.
-    business: Option<Arc<Business>>,
+    /// Holiday calendars and a business-day rule, if the schedule has them, with what
+    /// they were built from (as the database stores it).
+    business: Option<Arc<(Business, BusinessSource)>>,
 }
 
 // croner's Debug dumps every bit field; the text says the same in one line.
@@ -139,8 +141,9 @@ impl Schedule {
     /// or picks days needs a cron that fires once a day (`business_day` one that fires
     /// every day: it gives the time); cron's own `L`, `W` and `#` days are refused, with
     /// the rule that means what they mean on business days.
-    pub fn with_business(mut self, business: Business) -> Result<Schedule, BusinessError> {
+    pub fn with_business(mut self, source: &BusinessSource) -> Result<Schedule, SourceError> {
         business::check_cron(&self.expr)?;
+        let business = source.build()?;
         let fields: Vec<&str> = self.cron.pattern.as_str().split_whitespace().collect();
         let days = fields.get(fields.len().saturating_sub(3)..).unwrap_or_default();
         if let [_, _, _] = days {
@@ -148,27 +151,27 @@ impl Schedule {
             let every_day = days.iter().all(any);
             match business.rule() {
                 Rule::Nth { .. } if !(self.daily && every_day) => {
-                    return Err(BusinessError::Cron(format!(
-                        "cron {:?}: business_day picks the days; the cron gives only the time, once a day (e.g. \"0 6 * * *\")",
-                        self.expr
-                    )));
+                    let why = format!("cron {:?}: business_day picks the days; the cron gives only the time, once a day (e.g. \"0 6 * * *\")", self.expr);
+                    return Err(BusinessError::Cron(why).into());
                 }
                 Rule::Roll(roll) if *roll != Roll::Skip && !self.daily => {
-                    return Err(BusinessError::Cron(format!(
-                        "cron {:?}: roll = \"{}\" moves a day's one slot; it needs a cron that fires once a day",
-                        self.expr,
-                        roll.as_str()
-                    )));
+                    let why = format!("cron {:?}: roll = \"{}\" moves a day's one slot; it needs a cron that fires once a day", self.expr, roll.as_str());
+                    return Err(BusinessError::Cron(why).into());
                 }
                 _ => {}
             }
         }
-        self.business = Some(Arc::new(business));
+        self.business = Some(Arc::new((business, source.clone())));
         Ok(self)
     }
 
     pub fn business(&self) -> Option<&Business> {
-        self.business.as_deref()
+        self.business.as_deref().map(|(b, _)| b)
+    }
+
+    /// What the business calendar was built from, to store.
+    pub fn business_source(&self) -> Option<&BusinessSource> {
+        self.business.as_deref().map(|(_, s)| s)
     }
 
     pub fn cron(&self) -> &str {
@@ -187,8 +190,14 @@ impl Schedule {
     /// Slots starting strictly after `after`, in increasing order (an iterator; lazily
     /// computed). It ends when croner's search limit (year 5000) is reached.
     pub fn slots_after(&self, after: DateTime<Utc>) -> Box<dyn Iterator<Item = Slot> + Send + '_> {
-        if let Some(business) = &self.business {
-            return Box::new(business::slots_after(self, business, after));
+        if let Some(business) = self.business() {
+            let nominal = self.occurrences_after(after.checked_sub_signed(business::LOOK_BACK).unwrap_or(after));
+            let mut placed = business::placed_after(self, business, nominal, after).peekable();
+            return Box::new(std::iter::from_fn(move || {
+                let (start, _, nominal, date) = placed.next()?;
+                let end = placed.peek().map_or(OPEN_END, |next| next.0);
+                Some(Slot { start, end, label: nominal.format("%Y-%m-%d").to_string(), business: Some(business.facts(nominal, date)) })
+            }));
         }
         let mut occurrences = self.occurrences_after(after);
         let mut upcoming: Option<Option<DateTime<Utc>>> = None;
@@ -238,7 +247,7 @@ impl Schedule {
 
     /// The period unit this schedule means when its task declares none.
     pub fn default_period(&self) -> Period {
-        if let Some(Rule::Nth { of, .. }) = self.business.as_deref().map(Business::rule) {
+        if let Some(Rule::Nth { of, .. }) = self.business().map(Business::rule) {
             return *of;
         }
         Period::default_for(self.cron.pattern.as_str(), self.daily)
@@ -261,7 +270,7 @@ impl Schedule {
     }
 
     /// The wall time the cron matches on local `day` (its first), if it fires that day.
-    pub(super) fn wall_time_on(&self, day: NaiveDate) -> Option<NaiveTime> {
+    fn wall_time_on(&self, day: NaiveDate) -> Option<NaiveTime> {
         let midnight = Utc.from_utc_datetime(&day.and_hms_opt(0, 0, 0)?);
         let naive = self.cron.find_next_occurrence(&midnight, true).ok()?.naive_utc();
         (naive.date() == day).then_some(naive.time())
@@ -269,7 +278,7 @@ impl Schedule {
 
     /// The instant of wall time `naive` as a slot resolves it: the earlier of a repeated
     /// time, the end of a gap for a skipped one, none on a day the zone skipped.
-    pub(super) fn resolve_wall(&self, naive: NaiveDateTime) -> Option<DateTime<Utc>> {
+    fn resolve_wall(&self, naive: NaiveDateTime) -> Option<DateTime<Utc>> {
         match self.zone.from_local_datetime(&naive) {
             LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
             LocalResult::Ambiguous(a, b) => Some(a.min(b).with_timezone(&Utc)),
@@ -294,7 +303,7 @@ impl Schedule {
 
     /// The local day an occurrence belongs to: the day of the wall time that matched —
     /// `start`'s own, or, when a gap moved the occurrence, the skipped one.
-    pub(super) fn business_day(&self, start: DateTime<Utc>) -> Option<NaiveDate> {
+    fn business_day(&self, start: DateTime<Utc>) -> Option<NaiveDate> {
         let wall = local_naive(self.zone, start)?;
         let own = self.cron.is_time_matching(&Utc.from_utc_datetime(&wall)).unwrap_or(false);
         let before = local_naive(self.zone, start.checked_sub_signed(TimeDelta::seconds(1))?)?;
@@ -316,7 +325,7 @@ impl Schedule {
             && self.gap_end(midnight).and_then(|end| local_naive(self.zone, end)).is_some_and(|first| first.date() > naive.date())
     }
 
-    pub(super) fn occurrences_after(&self, after: DateTime<Utc>) -> Occurrences<'_> {
+    fn occurrences_after(&self, after: DateTime<Utc>) -> Occurrences<'_> {
         Occurrences { schedule: self, floor: after, heap: BinaryHeap::new(), upcoming: None, scan_from: self.scan_start(after) }
     }
 
@@ -420,6 +429,18 @@ impl Schedule {
     }
 }
 
+impl business::Cron for Schedule {
+    fn day_of(&self, at: DateTime<Utc>) -> Option<NaiveDate> {
+        self.business_day(at)
+    }
+    fn wall_time_on(&self, day: NaiveDate) -> Option<NaiveTime> {
+        Schedule::wall_time_on(self, day)
+    }
+    fn resolve_wall(&self, naive: NaiveDateTime) -> Option<DateTime<Utc>> {
+        Schedule::resolve_wall(self, naive)
+    }
+}
+
 /// A matching wall time and what it resolves to.
 struct Candidate {
     naive: NaiveDateTime,
@@ -434,7 +455,7 @@ struct Candidate {
 /// Wall times are enumerated in order, but their instants are not: the second copy of a
 /// repeated hour comes after the wall times that follow it. Instants wait in a min-heap
 /// until the next unprocessed wall time can only resolve to something later.
-pub(super) struct Occurrences<'a> {
+struct Occurrences<'a> {
     schedule: &'a Schedule,
     floor: DateTime<Utc>,
     heap: BinaryHeap<Reverse<DateTime<Utc>>>,

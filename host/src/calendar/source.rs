@@ -72,7 +72,7 @@ impl BusinessSource {
             (Some(n), None) => Rule::Nth { n, of: of.unwrap_or(Period::Month) },
             (None, roll) => Rule::Roll(roll.as_deref().map_or(Ok(Roll::Skip), str::parse)?),
         };
-        Ok(Business::new(calendars, rule, self.clone())?)
+        Ok(Business::new(calendars, rule)?)
     }
 
     /// One line: `de-be@f54633603b7d, business_day = 1 of month`.

@@ -63,7 +63,7 @@ impl BusinessArgs {
             _ => None,
         };
         let source = BusinessSource { calendars, business_day: self.business_day, of, roll: self.roll.clone() };
-        Ok(schedule.with_business(source.build()?)?)
+        Ok(schedule.with_business(&source)?)
     }
 }
 

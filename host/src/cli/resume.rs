@@ -22,7 +22,7 @@ pub async fn preview(database: &super::database::Database, task: &str) -> anyhow
         row.schedule().with_context(|| format!("task {task:?} runs on demand (or its stored schedule cannot be read here): it has no slots to resume"))?;
     let policy: CatchUp = row.catch_up.parse().map_err(anyhow::Error::msg)?;
     let unit: Period = scheduler::operate::period_of(&client, task).await?.unwrap_or_else(|| schedule.default_period());
-    let now: DateTime<Utc> = client.query_one("SELECT now()", &[]).await?.get(0);
+    let now: DateTime<Utc> = almanac::db::server_now(&client).await?;
     let due: Vec<_> = schedule.slots_after(row.generated_through).take_while(|s| s.start <= now).take(MAX_LISTED + 1).collect();
     let periods: Vec<String> = due.iter().map(|s| schedule.period_label(unit, s.start)).collect();
     let ledger = scheduler::operate::ledger(&client, task, &periods, &due.iter().map(|s| s.start).collect::<Vec<_>>()).await?;

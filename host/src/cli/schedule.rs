@@ -470,7 +470,7 @@ pub async fn backfill(database: &super::database::Database, data_dir: &std::path
     };
     if let Some(stored) = scheduler::operate::schedule_of(&*host.pool.get().await?, &args.task).await? {
         let (cron, zone) = (&stored.cron, &stored.zone);
-        let source = |s: &Schedule| s.business().map(|b| b.source().clone());
+        let source = |s: &Schedule| s.business_source().cloned();
         let stored_source = stored.schedule().ok().flatten().as_ref().and_then(source);
         if (cron.as_deref(), zone.as_str(), &stored_source) != (Some(schedule.cron()), schedule.zone().name(), &source(schedule)) {
             bail!(

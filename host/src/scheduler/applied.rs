@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use std::sync::Arc;
 
+use super::operate::{source_of, stored_schedule};
 use crate::calendar::source::BusinessSource;
 use crate::calendar::{Period, Schedule};
 use crate::capability::config::{Setting, Settings, SECRET};
@@ -66,7 +67,7 @@ impl Record {
             catch_up: spec.catch_up.to_string(),
             horizon: format_duration(horizon),
             period: declared_period(spec, settings).to_string(),
-            business: spec.schedule.as_ref().and_then(Schedule::business).map(|b| b.source().summary()),
+            business: spec.schedule.as_ref().and_then(Schedule::business_source).map(BusinessSource::summary),
             expect_jobs: settings.expect_jobs.unwrap_or_else(|| crate::task::default_expect_jobs(spec)),
             settings: settings.values.shown(&spec.name),
         }
@@ -123,25 +124,10 @@ pub fn calendar_horizon(horizon: Duration) -> chrono::NaiveDate {
     (Utc::now() + ahead).date_naive()
 }
 
-/// A stored business source.
-fn source_of(value: serde_json::Value) -> Result<BusinessSource, String> {
-    serde_json::from_value(value).map_err(|e| e.to_string())
-}
-
 /// What `spec`'s business calendar is made from, to store.
 fn declared_source(spec: &TaskSpec) -> Option<serde_json::Value> {
-    let business = spec.schedule.as_ref()?.business()?;
-    Some(serde_json::to_value(business.source()).expect("strings and numbers"))
-}
-
-/// The schedule a stored record means: `cron` in `zone`, with the business calendar
-/// built from its stored source. None: on demand.
-pub fn stored_schedule(cron: Option<&str>, zone: &str, business: Option<serde_json::Value>) -> Result<Option<Schedule>, String> {
-    let Some(cron) = cron else { return Ok(None) };
-    let schedule = Schedule::new(cron, zone).map_err(|e| e.to_string())?;
-    let Some(business) = business else { return Ok(Some(schedule)) };
-    let business = source_of(business)?.build().map_err(|e| e.to_string())?;
-    schedule.with_business(business).map(Some).map_err(|e| e.to_string())
+    let source = spec.schedule.as_ref()?.business_source()?;
+    Some(serde_json::to_value(source).expect("strings and numbers"))
 }
 
 /// The period unit a task is declared with: the file's, else its schedule's default.

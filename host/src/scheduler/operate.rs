@@ -33,7 +33,7 @@ pub struct ScheduleRow {
 impl ScheduleRow {
     /// The schedule it stores (None: on demand, or unreadable here).
     pub fn schedule(&self) -> Option<crate::calendar::Schedule> {
-        super::applied::stored_schedule(self.cron.as_deref(), &self.zone, self.business.clone()).ok().flatten()
+        stored_schedule(self.cron.as_deref(), &self.zone, self.business.clone()).ok().flatten()
     }
 }
 
@@ -48,7 +48,7 @@ impl Stored {
     /// The schedule every host runs by (None: on demand); an error if this version of
     /// Almanac cannot read it.
     pub fn schedule(&self) -> Result<Option<crate::calendar::Schedule>, String> {
-        super::applied::stored_schedule(self.cron.as_deref(), &self.zone, self.business.clone())
+        stored_schedule(self.cron.as_deref(), &self.zone, self.business.clone())
     }
 }
 
@@ -139,4 +139,18 @@ pub async fn set_cursor(
 /// Its jobs stay: done and discarded ones are the evidence a backfill relies on.
 pub async fn forget(client: &Client, task: &str, origin: &str, reason: Option<&str>) -> Result<bool, tokio_postgres::Error> {
     Ok(client.one(FORGET, &[&task, &origin, &reason]).await?.get::<_, i64>(0) == 1)
+}
+
+/// A stored business source (`almanac.schedules.business`).
+pub(super) fn source_of(value: serde_json::Value) -> Result<crate::calendar::source::BusinessSource, String> {
+    serde_json::from_value(value).map_err(|e| e.to_string())
+}
+
+/// The schedule a stored record means: `cron` in `zone`, with the business calendar
+/// built from its stored source. None: on demand.
+pub fn stored_schedule(cron: Option<&str>, zone: &str, business: Option<serde_json::Value>) -> Result<Option<crate::calendar::Schedule>, String> {
+    let Some(cron) = cron else { return Ok(None) };
+    let schedule = crate::calendar::Schedule::new(cron, zone).map_err(|e| e.to_string())?;
+    let Some(business) = business else { return Ok(Some(schedule)) };
+    schedule.with_business(&source_of(business)?).map(Some).map_err(|e| e.to_string())
 }
