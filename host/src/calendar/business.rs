@@ -136,6 +136,20 @@ impl Business {
         &self.calendars
     }
 
+    /// Each calendar as `name@version`.
+    pub fn versions(&self) -> Vec<String> {
+        self.calendars.iter().map(|c| format!("{}@{}", c.name, c.version())).collect()
+    }
+
+    /// One line: `de-be@f54633603b7d, business_day = 1 of month`.
+    pub fn summary(&self) -> String {
+        let rule = match self.rule {
+            Rule::Nth { n, of } => format!("business_day = {n} of {}", of.as_str()),
+            Rule::Roll(roll) => format!("roll = {}", roll.as_str()),
+        };
+        format!("{}, {rule}", self.versions().join(" + "))
+    }
+
     /// The calendars whose dated holidays end before `by`, as a warning: a calendar of
     /// movable feasts nobody extended at year end would silently make every later year
     /// holiday-free.

@@ -82,7 +82,8 @@ pub struct Schedule {
 impl std::fmt::Debug for Schedule {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut f = f.debug_struct("Schedule");
-        f.field("cron", &self.expr).field("zone", &self.zone).field("real_time", &self.real_time).field("business", &self.business).finish()
+        let business = self.business().map(Business::summary);
+        f.field("cron", &self.expr).field("zone", &self.zone).field("real_time", &self.real_time).field("business", &business).finish()
     }
 }
 

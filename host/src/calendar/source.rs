@@ -75,16 +75,8 @@ impl BusinessSource {
         Ok(Business::new(calendars, rule)?)
     }
 
-    /// One line: `de-be@f54633603b7d, business_day = 1 of month`.
+    /// [`Business::summary`] of what it builds, or why it cannot be built.
     pub fn summary(&self) -> String {
-        let names: Vec<String> = match self.build() {
-            Ok(b) => b.calendars().iter().map(|c| format!("{}@{}", c.name, c.version())).collect(),
-            Err(e) => vec![format!("(unreadable: {e})")],
-        };
-        let rule = match (self.business_day, &self.roll) {
-            (Some(n), _) => format!("business_day = {n} of {}", self.of.as_deref().unwrap_or("month")),
-            (None, roll) => format!("roll = {}", roll.as_deref().unwrap_or("skip")),
-        };
-        format!("{}, {rule}", names.join(" + "))
+        self.build().map_or_else(|e| format!("(unreadable: {e})"), |b| b.summary())
     }
 }

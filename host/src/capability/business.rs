@@ -33,7 +33,7 @@ impl Host for Today {
             date: facts.date.to_string(),
             day_of_month: facts.business_day_of_month,
             last_of_month: facts.last_business_day_of_month,
-            calendars: business.calendars().iter().map(|c| format!("{}@{}", c.name, c.version())).collect(),
+            calendars: business.versions(),
         }))
     }
 }

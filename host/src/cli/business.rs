@@ -94,12 +94,8 @@ pub fn print_skipped(schedule: &Schedule, from: NaiveDate, to: NaiveDate, json: 
             println!("  {} {:<10} {}: {to}", day.date, day.date.format("%A"), day.reason);
         }
     }
-    if !json {
-        for calendar in business.calendars() {
-            if let Some(through) = calendar.listed_through().filter(|t| *t < to) {
-                println!("warning: calendar {} lists dated holidays only through {through}: extend it before then", calendar.name);
-            }
-        }
+    if let Some(ending) = business.expiring(to).filter(|_| !json) {
+        println!("warning: {ending}");
     }
     Ok(())
 }

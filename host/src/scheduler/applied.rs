@@ -14,7 +14,7 @@ use serde::Serialize;
 use std::sync::Arc;
 
 use super::operate::{source_of, stored_schedule};
-use crate::calendar::source::BusinessSource;
+use crate::calendar::business::Business;
 use crate::calendar::{Period, Schedule};
 use crate::capability::config::{Setting, Settings, SECRET};
 use crate::config::TaskSettings;
@@ -67,7 +67,7 @@ impl Record {
             catch_up: spec.catch_up.to_string(),
             horizon: format_duration(horizon),
             period: declared_period(spec, settings).to_string(),
-            business: spec.schedule.as_ref().and_then(Schedule::business_source).map(BusinessSource::summary),
+            business: spec.schedule.as_ref().and_then(Schedule::business).map(Business::summary),
             expect_jobs: settings.expect_jobs.unwrap_or_else(|| crate::task::default_expect_jobs(spec)),
             settings: settings.values.shown(&spec.name),
         }
