@@ -145,8 +145,12 @@ async fn cursor_pause_discard_and_forget_are_recorded() {
     host.stop().await;
     let row = db.client.query_one("SELECT status, attempts, last_error FROM almanac.jobs WHERE key = 'drop'", &[]).await.unwrap();
     assert_eq!((row.get::<_, String>(0), row.get::<_, i32>(1), row.get::<_, String>(2)), ("discarded".into(), 0, "discarded: customer left".into()));
+    let (code, _, err) = almanac(&db, &["discard", "--task", "fixture-minutely", "--key", "drop", "--reason", "again"]);
+    assert!(code == 1 && err.contains("nothing discarded: no pending or failed job of fixture-minutely matched key \"drop\""), "{err}");
+    let (code, _, err) = almanac(&db, &["retry", "--task", "fixture-minutely", "--key", "drop"]);
+    assert!(code == 1 && err.contains("no failed job of fixture-minutely matched key \"drop\""), "{err}");
     let (_, out, _) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", "drop"]);
-    assert_eq!(out.trim(), "already present (no-op)");
+    assert_eq!(out.trim(), "already present (no-op): its run-after is left as it was");
     // What an application connects with: the database the CLI uses.
     let (code, out, err) = almanac(&db, &["url"]);
     assert_eq!(code, 0, "{err}");
@@ -162,15 +166,30 @@ async fn cursor_pause_discard_and_forget_are_recorded() {
     let line: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
     assert_eq!((line["discarded"].as_i64(), line["done"].as_i64(), line["pending"].as_i64()), (Some(1), Some(1), Some(0)));
 
+    // A follow-up three days out, and one at a given instant: not run before then.
+    let (code, out, err) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", "dunning", "--run-after", "3d"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("enqueued; it runs from "), "{out}");
+    assert_eq!(
+        db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'dunning' AND run_after BETWEEN now() + interval '71 hours' AND now() + interval '73 hours'")
+            .await,
+        1
+    );
+    let (code, _, err) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", "at", "--run-after", "2030-01-02T03:04:05Z"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'at' AND run_after = '2030-01-02T03:04:05Z'").await, 1);
+    let (code, _, err) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", "bad", "--run-after", "soon"]);
+    assert!(code == 2 && err.contains("neither an RFC 3339 instant nor a duration"), "{err}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.changes WHERE action = 'enqueue' AND after->>'key' IN ('dunning', 'at')").await, 2);
     // Forget: refused while a job is open, then done with --discard-pending.
     db.enqueue("fixture-minutely", "2026-11-01T00:02:00Z", &["late"]).await;
     let (code, _, err) = almanac(&db, &["forget", "fixture-minutely"]);
-    assert!(code == 1 && err.contains("fixture-minutely has 1 pending or failed job(s): give --discard-pending"), "{err}");
+    assert!(code == 1 && err.contains("fixture-minutely has 3 pending or failed job(s): give --discard-pending"), "{err}");
     let (code, out, err) = almanac(&db, &["forget", "fixture-minutely", "--discard-pending", "--reason", "retired"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("fixture-minutely forgotten") && out.contains("(1 job(s) discarded"), "{out}");
+    assert!(out.contains("fixture-minutely forgotten") && out.contains("(3 job(s) discarded"), "{out}");
     assert_eq!(db.count("SELECT count(*) FROM almanac.schedules").await, 0);
-    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'discarded'").await, 2);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'discarded'").await, 4);
     assert_eq!(db.count("SELECT count(*) FROM almanac.changes WHERE action = 'forget' AND before->>'cron' = '* * * * *'").await, 1);
     let (code, _, err) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:03:00Z", "--key", "k"]);
     assert!(code == 1 && err.contains("no task \"fixture-minutely\""), "{err}");

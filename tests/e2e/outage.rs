@@ -120,8 +120,20 @@ async fn an_operator_pauses_a_topic_recalls_a_message_and_delivers_one_now() {
     assert!(out.contains(&format!("outbox topic {TOPIC}: PAUSED (receiver migration); 10 pending")), "{out}");
 
     let key = |account: i32| format!("points-notify/2026-03-08/{account}");
-    let (code, out) = almanac(&db, &["outbox", "discard", TOPIC, "--key", &key(1), "--reason", "sent by hand"]);
+    // The key as the receiver logs it: the Idempotency-Key, `topic/key`.
+    let (code, out) = almanac(&db, &["outbox", "discard", TOPIC, "--key", &format!("{TOPIC}/{}", key(1)), "--reason", "sent by hand"]);
     assert_eq!((code, out.trim()), (0, "1 message(s) of points-awarded discarded"));
+    // A recall that matched nothing is not a success.
+    for args in [
+        &["outbox", "discard", TOPIC, "--key", &key(1), "--reason", "again"][..],
+        &["outbox", "discard", TOPIC, "--key", "points-notify/2026-03-08/99", "--reason", "typo"],
+        &["outbox", "deliver-now", TOPIC, "--key", "no-such-key"],
+        &["outbox", "retry", "--key", &key(3)],
+    ] {
+        let (code, out, err) = crate::support::almanac(&db.url, args);
+        assert_eq!(code, 1, "almanac {args:?} matched nothing:\n{out}{err}");
+        assert!(err.contains("matched"), "{err}");
+    }
     // Another message waits out a long backoff, as after an outage.
     db.client.execute("UPDATE almanac.outbox SET next_attempt_at = now() + interval '1 hour' WHERE key = $1", &[&key(2)]).await.unwrap();
     let (code, _) = almanac(&db, &["outbox", "resume", TOPIC]);
@@ -146,6 +158,15 @@ async fn an_operator_pauses_a_topic_recalls_a_message_and_delivers_one_now() {
     let (code, out) = almanac(&db, &["outbox", "--status", "discarded"]);
     assert_eq!(code, 0);
     assert!(out.contains(&key(1)) && out.contains("discarded"), "{out}");
+    // Every act is recorded, with who and why, and `almanac changes` reads them.
+    let (code, out) = almanac(&db, &["changes", "--topic", TOPIC, "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let actions: Vec<String> = out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["action"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(actions, ["outbox-deliver-now", "outbox-resume", "outbox-discard", "outbox-pause"], "newest first:\n{out}");
+    let (code, out) = almanac(&db, &["changes"]);
+    assert_eq!(code, 0, "{out}");
+    let discard = out.lines().find(|l| l.contains("outbox-discard")).unwrap_or_else(|| panic!("{out}"));
+    assert!(discard.contains("sent by hand") && discard.contains("almanac outbox discard on "), "{discard}");
 }
 
 /// Call, then record: a topic's reply task gets each delivery's outcome as a job, made in

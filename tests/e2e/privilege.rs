@@ -147,4 +147,8 @@ async fn the_host_needs_no_superuser() {
     assert!(!log.contains("SUPERUSER") && !log.contains("plugin not loaded"), "{log}");
     let owner: String = client.query_one("SELECT nspowner::regrole::text FROM pg_namespace WHERE nspname = 'almanac'", &[]).await.unwrap().get(0);
     assert_eq!(owner, name, "the host's role owns schema almanac");
+    // `almanac enqueue` is the operator's own door: the host's role needs no grant for it.
+    let (code, out, err) = crate::support::almanac(&url, &["enqueue", "daily-points", "--slot", "2026-03-08", "--key", "by-hand"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(client.query_one("SELECT count(*) FROM almanac.jobs WHERE key = 'by-hand'", &[]).await.unwrap().get::<_, i64>(0), 1);
 }

@@ -1,13 +1,27 @@
-//! Upgrading a plugin without a restart: a new version that adds a setting is refused by
-//! hot reload with the difference named first; `almanac apply` stores the new settings,
-//! and the running host then loads the waiting version by itself. And a reload reads the
-//! configuration file as it is on disk now.
+//! Upgrading a plugin without a restart: a new version that only adds a setting with a
+//! default loads by itself (the stored settings take the default, recorded) with no
+//! ERROR line; a file whose settings differ from the applied ones is refused at WARN with
+//! the difference named first until `almanac apply`, and the running host then loads the
+//! waiting version by itself. And a reload reads the configuration file as it is on disk
+//! now.
 use std::time::Duration;
 
 use crate::support::{almanac, built_plugins, plugin_dir, HostProc, TestDb};
 
+/// Put `fixture` in place of the folder's fixture_settings.wasm, renamed into place as a
+/// deploy does; `build` is appended as a custom section, so that one version can be
+/// deployed again as a new file (as a rebuild would).
+fn deploy(plugins: &std::path::Path, fixture: &str, build: u8) {
+    let next = plugins.join("next.tmp");
+    let mut bytes = std::fs::read(built_plugins().join(fixture)).unwrap();
+    // Custom section (id 0), 6 bytes: the name "test" (length 4), then the build number.
+    bytes.extend_from_slice(&[0, 6, 4, b't', b'e', b's', b't', build]);
+    std::fs::write(&next, bytes).unwrap();
+    std::fs::rename(&next, plugins.join("fixture_settings.wasm")).unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
+async fn a_version_that_adds_a_setting_loads_by_itself_and_a_changed_setting_after_apply() {
     let db = TestDb::new().await;
     let plugins = plugin_dir(&["fixture_settings"]);
     let files = tempfile::tempdir().unwrap();
@@ -21,16 +35,38 @@ async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
     assert_eq!(code, 0, "nothing refused yet:\n{out}{err}");
     assert!(!out.contains("refused deploy"), "{out}");
 
-    // The new version replaces the file (renamed into place, as a deploy does).
-    let next = plugins.path().join("next.tmp");
-    std::fs::copy(built_plugins().join("fixture_settings_v2.wasm"), &next).unwrap();
-    std::fs::rename(&next, plugins.path().join("fixture_settings.wasm")).unwrap();
+    // Version 0.2.0 adds `farewell` (default "bye"): one step, no apply, no ERROR.
+    deploy(plugins.path(), "fixture_settings_v2.wasm", 1);
+    host.wait_log("task=fixture-settings version=0.2.0", Duration::from_secs(30)).await;
+    assert!(!host.log().contains("ERROR"), "{}", host.log());
+    assert_eq!(db.count("SELECT count(*) FROM almanac.schedules WHERE task = 'fixture-settings' AND settings->>'farewell' = 'bye'").await, 1);
+    assert_eq!(
+        db.count(
+            "SELECT count(*) FROM almanac.changes WHERE task = 'fixture-settings' AND action = 'settings' AND reason LIKE '%\"farewell\" at their defaults'"
+        )
+        .await,
+        1
+    );
+    db.enqueue("fixture-settings", "2026-03-07T16:00:00Z", &["after-upgrade"]).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'after-upgrade' AND status = 'done'", 1, Duration::from_secs(30)).await;
+    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(std::fs::read(plugins.path().join("fixture_settings.wasm")).unwrap()));
+    assert_eq!(db.count(&format!("SELECT count(*) FROM almanac.jobs WHERE key = 'after-upgrade' AND plugin_digest = '{digest}'")).await, 1, "run by 0.2.0");
+    let (code, out, err) = almanac(&db.url, &["status"]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    // The configuration file on disk, not the one read at start: a changed greeting
+    // disagrees with the applied settings. Refused (a WARN naming the difference and
+    // the command), the running version keeps serving.
+    std::fs::write(&config, "[tasks.fixture-settings.settings]\napi-key = \"k1\"\ngreeting = \"hi\"\n").unwrap();
+    deploy(plugins.path(), "fixture_settings_v2.wasm", 2);
     host.wait_log("plugin not reloaded", Duration::from_secs(30)).await;
     let log = host.log();
     let line = log.lines().find(|l| l.contains("plugin not reloaded")).unwrap();
-    let difference = "task \"fixture-settings\" differs from the schedule every host runs by: setting farewell (none) -> \"bye\" (stored -> here)";
+    let difference = "task \"fixture-settings\" differs from the schedule every host runs by: setting greeting \"hello\" -> \"hi\" (stored -> here)";
     assert!(line.contains(difference), "the difference comes first:\n{line}");
-    assert!(line.contains("version 0.0.0"), "and which version keeps serving:\n{line}");
+    assert!(line.contains(" WARN ") && line.contains("`almanac apply`"), "a WARN that names the command:\n{line}");
+    assert!(line.contains("version 0.2.0"), "and which version keeps serving:\n{line}");
+    assert!(!host.log().contains("ERROR"), "{}", host.log());
 
     // The refused deploy is where operators look: status (failing), the dashboard, a metric.
     db.wait_count("SELECT count(*) FROM almanac.refused_deploys WHERE task = 'fixture-settings'", 1, Duration::from_secs(30)).await;
@@ -38,14 +74,14 @@ async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
     assert_eq!(code, 1, "a deploy that did not take fails status:\n{out}{err}");
     let refused = out.lines().find(|l| l.starts_with("refused deploy: ")).unwrap_or_else(|| panic!("{out}"));
     assert!(refused.contains("fixture_settings.wasm") && refused.contains("task fixture-settings"), "{refused}");
-    assert!(refused.contains("version 0.0.0") && refused.contains("keeps serving"), "{refused}");
+    assert!(refused.contains("version 0.2.0") && refused.contains("keeps serving"), "{refused}");
     assert!(refused.contains(difference), "{refused}");
     let overview: serde_json::Value = serde_json::from_str(&reqwest::get(format!("{base}/api/overview")).await.unwrap().text().await.unwrap()).unwrap();
     let shown = &overview["refused_deploys"][0];
     assert_eq!(shown["task"], "fixture-settings", "{overview}");
     assert_eq!(shown["stale"], false, "{overview}");
     assert!(shown["reason"].as_str().unwrap().contains(difference), "{overview}");
-    assert!(shown["serving"].as_str().unwrap().starts_with("0.0.0 ("), "{overview}");
+    assert!(shown["serving"].as_str().unwrap().starts_with("0.2.0 ("), "{overview}");
     let metrics = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
     assert!(metrics.lines().any(|l| l == "almanac_plugins_refused 1"), "{metrics}");
     assert!(metrics.lines().any(|l| l == "almanac_plugin_load_failures_total 1"), "{metrics}");
@@ -53,28 +89,20 @@ async fn a_version_that_adds_a_setting_loads_after_apply_without_a_restart() {
     // The deploy's second step: apply the folder as it is now. The running host follows.
     let (code, out, err) = almanac(&db.url, &["apply", "--plugins", &plugins.path().display().to_string(), "--config", &config]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("farewell"), "{out}");
-    host.wait_log("task=fixture-settings version=0.2.0", Duration::from_secs(30)).await;
-    db.enqueue("fixture-settings", "2026-03-07T16:00:00Z", &["after-upgrade"]).await;
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'after-upgrade' AND status = 'done'", 1, Duration::from_secs(30)).await;
-    let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(std::fs::read(built_plugins().join("fixture_settings_v2.wasm")).unwrap()));
-    assert_eq!(db.count(&format!("SELECT count(*) FROM almanac.jobs WHERE key = 'after-upgrade' AND plugin_digest = '{digest}'")).await, 1, "run by 0.2.0");
-    assert!(host.is_running(), "no restart");
-    // Loaded: the refusal is gone everywhere.
+    assert!(out.contains("greeting"), "{out}");
     db.wait_count("SELECT count(*) FROM almanac.refused_deploys", 0, Duration::from_secs(30)).await;
+    db.enqueue("fixture-settings", "2026-03-07T16:00:00Z", &["after-apply"]).await;
+    db.wait_count("SELECT count(*) FROM fixture_settings_seen WHERE key = 'after-apply' AND greeting = 'hi'", 1, Duration::from_secs(30)).await;
+    assert!(host.is_running(), "no restart");
     let (code, out, err) = almanac(&db.url, &["status"]);
     assert_eq!(code, 0, "{out}{err}");
     let metrics = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
     assert!(metrics.lines().any(|l| l == "almanac_plugins_refused 0"), "{metrics}");
 
-    // The configuration file on disk, not the one read at start: a changed greeting that
-    // disagrees with the stored settings is refused naming that difference, then applied.
-    std::fs::write(&config, "[tasks.fixture-settings.settings]\napi-key = \"k1\"\ngreeting = \"hi\"\n").unwrap();
-    std::fs::copy(built_plugins().join("fixture_settings.wasm"), plugins.path().join("fixture_settings.wasm.tmp")).unwrap();
-    std::fs::rename(plugins.path().join("fixture_settings.wasm.tmp"), plugins.path().join("fixture_settings.wasm")).unwrap();
-    host.wait_log("setting greeting \"hello\" -> \"hi\"", Duration::from_secs(30)).await;
-    db.wait_count("SELECT count(*) FROM almanac.refused_deploys", 1, Duration::from_secs(30)).await;
     // A host that stops takes its refusals with it: nobody would retry them.
+    std::fs::write(&config, "[tasks.fixture-settings.settings]\napi-key = \"k1\"\ngreeting = \"hey\"\n").unwrap();
+    deploy(plugins.path(), "fixture_settings_v2.wasm", 3);
+    db.wait_count("SELECT count(*) FROM almanac.refused_deploys", 1, Duration::from_secs(30)).await;
     host.stop().await;
     assert_eq!(db.count("SELECT count(*) FROM almanac.refused_deploys").await, 0);
 }

@@ -298,7 +298,19 @@ impl Folder {
         let serving = old.map(|p| format!("{} ({})", p.spec.version, &p.digest[..12]));
         self.refusals.insert(path.to_owned(), Refused { digest: digest.to_owned(), task, serving, reason: bounded_reason(refusal) });
         // One line each: a file's name, or a plugin's text in the reason, may hold a newline.
+        let disagrees = matches!(refusal, Refusal::Disagrees { .. });
         let refusal = crate::text::printable(&refusal.to_string()).into_owned();
+        // A file that differs from the applied schedule waits for `almanac apply` (the
+        // message says so): an operator's next step, not a fault to page anyone for.
+        if disagrees {
+            match old {
+                Some(old) => {
+                    tracing::warn!(task = %old.name(), "plugin not reloaded: {refusal}; version {} ({}) keeps serving", old.spec.version, &old.digest[..12])
+                }
+                None => tracing::warn!("plugin not loaded: {refusal}"),
+            }
+            return;
+        }
         match old {
             Some(old) => tracing::error!(
                 task = %old.name(),

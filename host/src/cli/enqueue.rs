@@ -22,10 +22,23 @@ pub struct EnqueueArgs {
     /// Enqueue a slot that is not on the task's calendar (refused otherwise).
     #[arg(long)]
     off_calendar: bool,
+    /// Not before then: RFC 3339 (`2026-12-09T08:00:00Z`) or a duration from now (`3d`,
+    /// `90m`). A job never runs before its slot starts, whatever this says.
+    #[arg(long, value_parser = parse_run_after)]
+    run_after: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// `--run-after`: an instant, or a duration from now.
+fn parse_run_after(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    let d = humantime::parse_duration(s).map_err(|e| format!("neither an RFC 3339 instant nor a duration ({e})"))?;
+    chrono::Duration::from_std(d).ok().and_then(|d| chrono::Utc::now().checked_add_signed(d)).ok_or_else(|| format!("{s} from now is out of range"))
 }
 
 pub async fn run(database: &Database, args: EnqueueArgs) -> anyhow::Result<ExitCode> {
-    let EnqueueArgs { task, slot, key, payload, off_calendar } = args;
+    let EnqueueArgs { task, slot, key, payload, off_calendar, run_after } = args;
     let (client, _conn) = database.connect().await?;
     // A task no host registered would leave an orphan job pending forever.
     let schedule = task_schedule(&client, &task).await?;
@@ -48,11 +61,15 @@ pub async fn run(database: &Database, args: EnqueueArgs) -> anyhow::Result<ExitC
         );
     }
     let payload = payload.map(|p| serde_json::from_str::<serde_json::Value>(&p)).transpose().context("--payload is not JSON")?;
-    let new = scheduler::enqueue(&client, &task, slot, &key, payload.as_ref(), true).await.map_err(|e| anyhow::anyhow!(db::error_chain(&e)))?;
-    match (new, slot > chrono::Utc::now()) {
+    let origin = scheduler::applied::origin("enqueue");
+    let job = scheduler::NewJob { task: &task, slot, key: &key, payload: payload.as_ref(), run_after };
+    let new = scheduler::enqueue(&client, &job, true, &origin).await.map_err(|e| anyhow::anyhow!(db::error_chain(&e)))?;
+    let from = run_after.map_or(slot, |r| r.max(slot));
+    match (new, from > chrono::Utc::now()) {
+        (true, true) if from > slot => println!("enqueued; it runs from {}", from.format("%Y-%m-%d %H:%M:%SZ")),
         (true, true) => println!("enqueued; it runs from {} (its slot has not started)", slot.format("%Y-%m-%d %H:%M:%SZ")),
         (true, false) => println!("enqueued"),
-        (false, _) => println!("already present (no-op)"),
+        (false, _) => println!("already present (no-op): its run-after is left as it was"),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -101,6 +101,13 @@ pub struct Selector {
 }
 
 impl Selector {
+    /// The slot and key as given, for a message that nothing matched.
+    fn described(&self) -> String {
+        let slot = self.slot.as_ref().map(|s| format!(" slot {s:?}")).unwrap_or_default();
+        let key = self.key.as_ref().map(|k| format!(" key {:?}", almanac::text::printable(k))).unwrap_or_default();
+        format!("{slot}{key}")
+    }
+
     /// The slot, read by the task's calendar; refused for a task no host registered.
     async fn slot(&self, client: &tokio_postgres::Client) -> anyhow::Result<Option<chrono::DateTime<chrono::Utc>>> {
         let schedule = super::database::task_schedule(client, &self.task).await?;
@@ -119,9 +126,10 @@ pub async fn retry(database: &super::database::Database, args: RetryArgs) -> any
     let (client, _conn) = database.connect().await?;
     let jobs = &args.jobs;
     let slot = jobs.slot(&client).await?;
-    let n = operate::retry(&client, &jobs.task, slot, jobs.key.as_deref()).await?;
-    println!("{n} failed job(s) of {} back to pending; their earlier attempts stay in almanac.attempts", jobs.task);
-    Ok(ExitCode::SUCCESS)
+    let n = operate::retry(&client, &jobs.task, slot, jobs.key.as_deref(), &almanac::scheduler::applied::origin("retry")).await?;
+    Ok(super::matched(n, format!("{n} failed job(s) of {} back to pending; their earlier attempts stay in almanac.attempts", jobs.task), || {
+        format!("no failed job of {} matched{}", jobs.task, jobs.described())
+    }))
 }
 
 /// `discard`: pending or failed jobs that must never run.
@@ -146,8 +154,11 @@ pub async fn discard(database: &super::database::Database, args: DiscardArgs) ->
     let slot = jobs.slot(&client).await?;
     let origin = almanac::scheduler::applied::origin("discard");
     let n = operate::discard(&client, &jobs.task, slot, jobs.key.as_deref(), &origin, &args.reason).await?;
-    println!("{n} pending or failed job(s) of {} discarded: kept as evidence, never run, pruned like done jobs", jobs.task);
-    Ok(ExitCode::SUCCESS)
+    Ok(super::matched(
+        n.max(0) as u64,
+        format!("{n} pending or failed job(s) of {} discarded: kept as evidence, never run, pruned like done jobs", jobs.task),
+        || format!("nothing discarded: no pending or failed job of {} matched{}", jobs.task, jobs.described()),
+    ))
 }
 
 pub async fn prune(database: &super::database::Database, older_than: Duration) -> anyhow::Result<ExitCode> {

@@ -1,6 +1,7 @@
 //! Command-line interface: parse, set up logging, pick the database, dispatch.
 mod bench;
 mod business;
+mod changes;
 mod clients;
 mod cluster;
 mod database;
@@ -96,6 +97,9 @@ enum Command {
     Enqueue(enqueue::EnqueueArgs),
     /// List outbox messages, newest first; `outbox retry` sends dead ones back.
     Outbox(outbox::OutboxArgs),
+    /// The deliberate changes, newest first: who applied, paused, held, retried,
+    /// discarded, enqueued or recalled what, from where, and why (almanac.changes).
+    Changes(changes::ChangesArgs),
     /// The plugins the hosts installed here, and the functions each declares it calls.
     Plugins,
     /// The plugins' database logins; `logins rotate [TASK]` gives them new passwords.
@@ -182,6 +186,18 @@ enum Command {
     Scratch { name: String },
 }
 
+/// What a command that selects (jobs, messages) prints and exits with: a selector that
+/// matched nothing exits 1, so that in an incident "0 discarded" is not read as done.
+fn matched(n: u64, done: String, none: impl FnOnce() -> String) -> ExitCode {
+    if n > 0 {
+        println!("{done}");
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("error: {}", none());
+        ExitCode::FAILURE
+    }
+}
+
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format, matches!(cli.command, Command::Demo(_) | Command::Bench(_)));
@@ -266,6 +282,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let database = almanac_db().await?;
             return outbox::run(&database, args).await;
         }
+        Command::Changes(args) => return changes::run(&almanac_db().await?, args).await,
         Command::Plugins => return plugins::run(&almanac_db().await?).await,
         Command::Logins(args) => {
             let database = almanac_db().await?;

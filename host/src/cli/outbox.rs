@@ -41,7 +41,8 @@ struct PauseArgs {
 #[derive(clap::Args)]
 struct KeyArgs {
     topic: String,
-    /// Only the message with this key.
+    /// Only the message with this key, or this Idempotency-Key (`topic/key`, as the
+    /// receiver logs it). Exits 1 when none matched.
     #[arg(long)]
     key: Option<String>,
 }
@@ -49,7 +50,8 @@ struct KeyArgs {
 #[derive(clap::Args)]
 struct DiscardArgs {
     topic: String,
-    /// Only the message with this key.
+    /// Only the message with this key, or this Idempotency-Key (`topic/key`, as the
+    /// receiver logs it). Exits 1 when nothing was discarded.
     #[arg(long)]
     key: Option<String>,
     /// Why, recorded on each message.
@@ -77,33 +79,44 @@ struct RetryArgs {
     /// Only dead messages of this topic.
     #[arg(long)]
     topic: Option<String>,
-    /// Only the message with this key.
+    /// Only the message with this key, or this Idempotency-Key (`topic/key`). Exits 1
+    /// when no dead message matched.
     #[arg(long)]
     key: Option<String>,
 }
 
 pub async fn run(database: &super::database::Database, args: OutboxArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
+    let origin = |command: &str| almanac::scheduler::applied::origin(&format!("outbox {command}"));
     match args.command {
         Some(OutboxCommand::Retry(r)) => {
-            let n = operate::retry(&client, r.topic.as_deref(), r.key.as_deref()).await?;
-            println!("{n} dead message(s) back to pending");
+            let n = operate::retry(&client, r.topic.as_deref(), r.key.as_deref(), &origin("retry")).await?;
+            return Ok(super::matched(n, format!("{n} dead message(s) back to pending"), || {
+                format!("no dead message matched{}", selected(r.topic.as_deref(), r.key.as_deref()))
+            }));
         }
         Some(OutboxCommand::Pause(p)) => {
-            anyhow::ensure!(operate::set_paused(&client, &p.topic, true, p.reason.as_deref()).await?, "no outbox topic {:?}", p.topic);
+            anyhow::ensure!(operate::set_paused(&client, &p.topic, true, p.reason.as_deref(), &origin("pause")).await?, "no outbox topic {:?}", p.topic);
             println!("paused outbox topic {}: no host delivers its messages until `almanac outbox resume {}`", p.topic, p.topic);
         }
         Some(OutboxCommand::Resume(p)) => {
-            anyhow::ensure!(operate::set_paused(&client, &p.topic, false, None).await?, "no outbox topic {:?}", p.topic);
+            anyhow::ensure!(operate::set_paused(&client, &p.topic, false, None, &origin("resume")).await?, "no outbox topic {:?}", p.topic);
             println!("resumed outbox topic {}", p.topic);
         }
         Some(OutboxCommand::DeliverNow(k)) => {
-            let n = operate::deliver_now(&client, &k.topic, k.key.as_deref()).await?;
+            let n = operate::deliver_now(&client, &k.topic, k.key.as_deref(), &origin("deliver-now")).await?;
+            if k.key.is_some() {
+                return Ok(super::matched(n, format!("{n} pending message(s) of {} due now; its circuit is closed", k.topic), || {
+                    format!("no pending message matched{}; the circuit of {} is closed", selected(Some(&k.topic), k.key.as_deref()), k.topic)
+                }));
+            }
             println!("{n} pending message(s) of {} due now; its circuit is closed", k.topic);
         }
         Some(OutboxCommand::Discard(d)) => {
-            let n = operate::discard(&client, &d.topic, d.key.as_deref(), &d.reason).await?;
-            println!("{n} message(s) of {} discarded", d.topic);
+            let n = operate::discard(&client, &d.topic, d.key.as_deref(), &d.reason, &origin("discard")).await?;
+            return Ok(super::matched(n, format!("{n} message(s) of {} discarded", d.topic), || {
+                format!("nothing discarded: no pending or dead message matched{}", selected(Some(&d.topic), d.key.as_deref()))
+            }));
         }
         None => {
             let l = args.list;
@@ -123,4 +136,11 @@ pub async fn run(database: &super::database::Database, args: OutboxArgs) -> anyh
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The selector as the operator gave it, for a message that nothing matched.
+fn selected(topic: Option<&str>, key: Option<&str>) -> String {
+    let topic = topic.map(|t| format!(" topic {t:?}")).unwrap_or_default();
+    let key = key.map(|k| format!(" key {:?} (a message's key, or its Idempotency-Key topic/key)", almanac::text::printable(k))).unwrap_or_default();
+    format!("{topic}{key}")
 }

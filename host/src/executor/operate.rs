@@ -52,8 +52,8 @@ pub async fn jobs(client: &Client, status: Option<&str>, task: Option<&str>, lim
 }
 
 /// Failed jobs of `task` (optionally one slot / key) back to pending; returns how many.
-pub async fn retry(client: &Client, task: &str, slot: Option<DateTime<Utc>>, key: Option<&str>) -> Result<u64, tokio_postgres::Error> {
-    Ok(client.one(RETRY, &[&task, &slot, &key]).await?.get::<_, i64>(0) as u64)
+pub async fn retry(client: &Client, task: &str, slot: Option<DateTime<Utc>>, key: Option<&str>, origin: &str) -> Result<u64, tokio_postgres::Error> {
+    Ok(client.one(RETRY, &[&task, &slot, &key, &origin]).await?.get::<_, i64>(0) as u64)
 }
 
 /// Mark pending or failed jobs of `task` (optionally one slot / key) as discarded, so

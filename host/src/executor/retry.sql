@@ -1,5 +1,6 @@
--- Failed jobs back to pending with a fresh count of attempts; the old attempts stay in
--- almanac.attempts. Returns how many.
+-- `almanac retry`: failed jobs back to pending with a fresh count of attempts; the old
+-- attempts stay in almanac.attempts. One change row records the command ($4 origin).
+-- Returns how many.
 WITH retried AS (
     UPDATE almanac.jobs
     SET status = 'pending', attempts = 0, run_after = now(), completed_at = NULL, retries = retries + 1
@@ -11,5 +12,11 @@ WITH retried AS (
 ), counted AS (
     INSERT INTO almanac.job_counts (task, month, failed, pending)
     SELECT task, date_trunc('month', slot, 'UTC'), -count(*), count(*) FROM retried GROUP BY 1, 2
+), recorded AS (
+    INSERT INTO almanac.changes (task, revision, action, after, origin)
+    SELECT $1, coalesce((SELECT revision FROM ONLY almanac.schedules WHERE task = $1), 0), 'retry',
+           jsonb_build_object('jobs', count(*), 'slot', $2::timestamptz, 'key', $3::text), $4
+    FROM retried
+    HAVING count(*) > 0
 )
 SELECT count(*) FROM retried

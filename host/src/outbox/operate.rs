@@ -79,9 +79,10 @@ pub async fn list(client: &Client, status: Option<&str>, topic: Option<&str>, li
         .collect())
 }
 
-/// Dead messages (optionally of one topic / key) back to pending; returns how many.
-pub async fn retry(client: &Client, topic: Option<&str>, key: Option<&str>) -> Result<u64, tokio_postgres::Error> {
-    let n = client.exec(RETRY, &[&topic, &key]).await?;
+/// Dead messages (optionally of one topic / key) back to pending, recorded; returns how
+/// many. `key` is a message's key or its `Idempotency-Key`.
+pub async fn retry(client: &Client, topic: Option<&str>, key: Option<&str>, origin: &str) -> Result<u64, tokio_postgres::Error> {
+    let n = count(client.one(RETRY, &[&topic, &key, &origin]).await?);
     if n > 0 {
         // The insert trigger only fires for new messages; wake the dispatchers here.
         client.exec("SELECT pg_notify($1, '')", &[&crate::wake::OUTBOX]).await?;
@@ -139,9 +140,9 @@ pub async fn topics(client: &impl Sql) -> Result<Vec<TopicHealth>, tokio_postgre
         .collect())
 }
 
-/// Pause or resume `topic` on every host; false if no such topic is known.
-pub async fn set_paused(client: &Client, topic: &str, paused: bool, reason: Option<&str>) -> Result<bool, tokio_postgres::Error> {
-    let found = client.opt(PAUSE, &[&topic, &paused, &reason]).await?.is_some();
+/// Pause or resume `topic` on every host, recorded; false if no such topic is known.
+pub async fn set_paused(client: &Client, topic: &str, paused: bool, reason: Option<&str>, origin: &str) -> Result<bool, tokio_postgres::Error> {
+    let found = client.opt(PAUSE, &[&topic, &paused, &reason, &origin]).await?.is_some();
     if found && !paused {
         client.exec("SELECT pg_notify($1, '')", &[&crate::wake::OUTBOX]).await?;
     }
@@ -149,15 +150,19 @@ pub async fn set_paused(client: &Client, topic: &str, paused: bool, reason: Opti
 }
 
 /// `topic`'s pending messages (or the one keyed `key`) due now, its circuit closed;
-/// returns how many messages.
-pub async fn deliver_now(client: &Client, topic: &str, key: Option<&str>) -> Result<u64, tokio_postgres::Error> {
-    let n = client.exec(DELIVER_NOW, &[&topic, &key]).await?;
+/// recorded; returns how many messages. `key` is a message's key or its `Idempotency-Key`.
+pub async fn deliver_now(client: &Client, topic: &str, key: Option<&str>, origin: &str) -> Result<u64, tokio_postgres::Error> {
+    let n = count(client.one(DELIVER_NOW, &[&topic, &key, &origin]).await?);
     client.exec("SELECT pg_notify($1, '')", &[&crate::wake::OUTBOX]).await?;
     Ok(n)
 }
 
-/// Recall `topic`'s messages not yet delivered (or the one keyed `key`), recording why;
-/// returns how many.
-pub async fn discard(client: &Client, topic: &str, key: Option<&str>, reason: &str) -> Result<u64, tokio_postgres::Error> {
-    client.exec(DISCARD, &[&topic, &key, &reason]).await
+/// Recall `topic`'s messages not yet delivered (or the one whose key or `Idempotency-Key`
+/// is `key`), recording why; returns how many.
+pub async fn discard(client: &Client, topic: &str, key: Option<&str>, reason: &str, origin: &str) -> Result<u64, tokio_postgres::Error> {
+    Ok(count(client.one(DISCARD, &[&topic, &key, &reason, &origin]).await?))
+}
+
+fn count(row: tokio_postgres::Row) -> u64 {
+    u64::try_from(row.get::<_, i64>(0)).unwrap_or_default()
 }

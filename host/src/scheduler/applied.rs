@@ -32,6 +32,7 @@ const REGISTERED_CURSOR: &str = include_str!("registered_cursor.sql");
 const LAST_PERIOD: &str = include_str!("last_period.sql");
 const FORGOTTEN_PERIOD: &str = include_str!("forgotten_period.sql");
 const ADOPT_SETTINGS: &str = include_str!("adopt_settings.sql");
+const ADD_SETTINGS: &str = include_str!("add_settings.sql");
 const REVISIONS: &str = include_str!("revisions.sql");
 
 /// Slots of the new schedule walked at most to find where it takes over.
@@ -216,7 +217,15 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
         client.exec(ADOPT_SETTINGS, &[&spec.name, &serde_json::json!(declared.settings), &origin("run")]).await?;
         row = client.one(STORED_SCHEDULE, &[&spec.name]).await?;
     }
-    let stored = Record::stored(&row);
+    let mut stored = Record::stored(&row);
+    if let Some(added) = added_defaults(&stored, &declared, spec) {
+        let names: Vec<String> = added.keys().cloned().collect();
+        let why = format!("{source} adds setting(s) {} at their defaults", names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", "));
+        client.exec(ADD_SETTINGS, &[&spec.name, &serde_json::json!(added), &origin("run"), &why, &names]).await?;
+        tracing::info!(task = %spec.name, "settings added to the stored schedule: {why}");
+        row = client.one(STORED_SCHEDULE, &[&spec.name]).await?;
+        stored = Record::stored(&row);
+    }
     let (cursor, paused): (DateTime<Utc>, bool) = (row.get(5), row.get(6));
     if stored != declared {
         let by = match client.opt(LAST_CHANGE, &[&spec.name]).await? {
@@ -262,6 +271,21 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
         );
     }
     Ok(())
+}
+
+/// The settings `declared` has and `stored` lacks, when that is the whole difference and
+/// each is at the default the plugin declares: a new version's new settings, which every
+/// host running it holds alike and so are taken without `almanac apply`.
+fn added_defaults(stored: &Record, declared: &Record, spec: &TaskSpec) -> Option<BTreeMap<String, String>> {
+    let added: BTreeMap<String, String> =
+        declared.settings.iter().filter(|(k, _)| !stored.settings.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let at_default = |(name, value): (&String, &String)| spec.settings.iter().any(|d| d.name == *name && d.default.as_ref() == Some(value));
+    if added.is_empty() || !added.iter().all(at_default) {
+        return None;
+    }
+    let mut with = stored.clone();
+    with.settings.extend(added.clone());
+    (with == *declared).then_some(added)
 }
 
 #[derive(Debug, thiserror::Error)]

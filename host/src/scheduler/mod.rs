@@ -93,18 +93,24 @@ pub struct TickOutcome {
     pub more: bool,
 }
 
-/// Insert one job by identity, with an optional payload, as `almanac.enqueue` does (its
-/// checks and all); false when it already existed. A slot still to come is not run
-/// before it starts. `checked`: the caller checked the slot against the calendar.
-pub async fn enqueue(
-    client: &impl Sql,
-    task: &str,
-    slot: DateTime<Utc>,
-    key: &str,
-    payload: Option<&serde_json::Value>,
-    checked: bool,
-) -> Result<bool, tokio_postgres::Error> {
-    Ok(client.one(ENQUEUE, &[&task, &slot, &key, &payload.cloned(), &checked]).await?.get(0))
+/// One job by identity, as `almanac.enqueue` takes it.
+#[derive(Debug, Clone, Copy)]
+pub struct NewJob<'a> {
+    pub task: &'a str,
+    /// An instant of the business period the job belongs to.
+    pub slot: DateTime<Utc>,
+    pub key: &'a str,
+    pub payload: Option<&'a serde_json::Value>,
+    /// Not before then (None: its slot).
+    pub run_after: Option<DateTime<Utc>>,
+}
+
+/// Insert one job by identity, as `almanac.enqueue` does (its checks and all), recorded
+/// as a change from `origin`; false when it already existed. A slot still to come is not
+/// run before it starts. `checked`: the caller checked the slot against the calendar.
+pub async fn enqueue(client: &impl Sql, job: &NewJob<'_>, checked: bool, origin: &str) -> Result<bool, tokio_postgres::Error> {
+    let NewJob { task, slot, key, payload, run_after } = *job;
+    Ok(client.one(ENQUEUE, &[&task, &slot, &key, &payload.cloned(), &checked, &run_after, &origin]).await?.get(0))
 }
 
 /// The plugin's session `plan` runs in, opened at its first call in a batch and ended

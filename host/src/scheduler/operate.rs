@@ -1,6 +1,8 @@
 //! The operator's tools on the schedule table: read a schedule, list them, pause and
-//! resume, move a cursor, forget a task; each change recorded (see [`super::applied`]).
+//! resume, move a cursor, forget a task; each change recorded (see [`super::applied`]),
+//! and read back (`almanac changes`).
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 use tokio_postgres::Client;
 
 use crate::db::Sql;
@@ -15,6 +17,7 @@ const SET_PAUSED: &str = include_str!("set_paused.sql");
 const SET_HELD: &str = include_str!("set_held.sql");
 const SET_CURSOR: &str = include_str!("set_cursor.sql");
 const FORGET: &str = include_str!("forget.sql");
+const LIST_CHANGES: &str = include_str!("list_changes.sql");
 
 /// One row of `almanac.schedules`.
 #[derive(Debug, Clone)]
@@ -153,4 +156,42 @@ pub fn stored_schedule(cron: Option<&str>, zone: &str, business: Option<serde_js
     let schedule = crate::calendar::Schedule::new(cron, zone).map_err(|e| e.to_string())?;
     let Some(business) = business else { return Ok(Some(schedule)) };
     schedule.with_business(&source_of(business)?).map(Some).map_err(|e| e.to_string())
+}
+
+/// One row of `almanac.changes`: who changed what, from where, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub id: i64,
+    pub task: Option<String>,
+    pub topic: Option<String>,
+    pub revision: i64,
+    pub action: String,
+    pub before: Option<serde_json::Value>,
+    pub after: Option<serde_json::Value>,
+    pub by_role: String,
+    pub origin: String,
+    pub reason: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// The latest `limit` changes, newest first, optionally of one task or topic.
+pub async fn changes(client: &impl Sql, task: Option<&str>, topic: Option<&str>, limit: i64) -> Result<Vec<Change>, tokio_postgres::Error> {
+    Ok(client
+        .rows(LIST_CHANGES, &[&task, &topic, &limit])
+        .await?
+        .iter()
+        .map(|r| Change {
+            id: r.get(0),
+            task: r.get(1),
+            topic: r.get(2),
+            revision: r.get(3),
+            action: r.get(4),
+            before: r.get(5),
+            after: r.get(6),
+            by_role: r.get(7),
+            origin: r.get(8),
+            reason: r.get(9),
+            at: r.get(10),
+        })
+        .collect())
 }
