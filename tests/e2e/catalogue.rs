@@ -18,7 +18,7 @@ async fn sql_errors_fail_or_retry_as_their_sqlstate_says() {
             "CREATE TABLE fixture_sql_rows (id int PRIMARY KEY);
              INSERT INTO fixture_sql_rows VALUES (7);
              INSERT INTO almanac.jobs (task, slot, key)
-             SELECT 'fixture-sql', '2026-01-01T00:00:00Z', k FROM unnest(ARRAY['syntax', 'unique', 'wrong-type', 'nowait', 'swallow']) k;",
+             SELECT 'fixture-sql', '2026-01-01T00:00:00Z', k FROM unnest(ARRAY['syntax', 'unique', 'wrong-type', 'nowait', 'swallow', 'coerce', 'float-into-int', 'inexact-float']) k;",
         )
         .await
         .unwrap();
@@ -27,7 +27,7 @@ async fn sql_errors_fail_or_retry_as_their_sqlstate_says() {
     holder.batch_execute("BEGIN; SELECT id FROM fixture_sql_rows WHERE id = 7 FOR UPDATE").await.unwrap();
     let plugins = plugin_dir(&["fixture_sql"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--retry-base", "200ms"]);
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 4, Duration::from_secs(30)).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 6, Duration::from_secs(30)).await;
     crate::support::wait_for("a failed attempt of nowait", Duration::from_secs(30), || async {
         db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'nowait'").await >= 1
     })
@@ -45,6 +45,16 @@ async fn sql_errors_fail_or_retry_as_their_sqlstate_says() {
     let (status, error, attempts) = last_error(&db, "wrong-type").await;
     assert_eq!((status.as_str(), attempts), ("failed", 1));
     assert!(error.ends_with("a text value does not fit a parameter of type int4"), "{error}");
+    // Text the server parses (a date, a timestamptz, numeric, uuid, jsonb, an interval),
+    // an integer for a float, a float for numeric: as node-postgres sends them.
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'coerce' AND status = 'done'", 1, Duration::from_secs(30)).await;
+    // What would lose something is refused, naming both sides.
+    let (status, error, _) = last_error(&db, "float-into-int").await;
+    assert_eq!(status, "failed");
+    assert!(error.ends_with("a float value does not fit a parameter of type int4"), "{error}");
+    let (status, error, _) = last_error(&db, "inexact-float").await;
+    assert_eq!(status, "failed");
+    assert!(error.ends_with("9007199254740993 does not fit float8 exactly; pass it as numeric or a float"), "{error}");
     // The plugin ignored the error and returned ok; the attempt failed anyway and its
     // insert did not commit.
     assert_eq!(last_error(&db, "swallow").await, ("failed".into(), "database error 42601: syntax error at or near \"WHERE\"".into(), 1));

@@ -1,11 +1,17 @@
 //! WIT `value` <-> PostgreSQL wire values, and a statement's error as the plugin sees
-//! it. Parameters are encoded for the type the server inferred for their placeholder; a
-//! value that does not fit is an error naming both types, never a silent conversion.
+//! it. Parameters are encoded for the type the server inferred for their placeholder.
+//! As node-postgres users expect, a text value where the server inferred a type it can
+//! read from text (a date, a timestamp, an interval, numeric, uuid, json, an enum, an
+//! address) is sent as text for the server to parse, and refused by it if it does not
+//! parse; an integer fits a float parameter when the float holds it exactly, and a float
+//! fits numeric as its shortest exact text. Anything else that does not fit is an error
+//! naming both types, never a silent conversion (a float into an integer, text into a
+//! number or a boolean).
 use std::error::Error as StdError;
 
 use bytes::BytesMut;
 use chrono::{DateTime, NaiveDateTime, Utc};
-use postgres_types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+use postgres_types::{to_sql_checked, Format, FromSql, IsNull, Kind, ToSql, Type};
 use rust_decimal::Decimal;
 use tokio_postgres::Row;
 
@@ -25,10 +31,62 @@ fn mismatch(value: &Value, ty: &Type) -> BoxError {
     format!("a {} value does not fit a parameter of type {}", kind(value), ty.name()).into()
 }
 
+/// The largest magnitudes a float holds every integer up to: 2^53 (double) and 2^24 (real).
+const EXACT_F64: i64 = 1 << 53;
+const EXACT_F32: i64 = 1 << 24;
+
+fn exact_float(i: i64, bound: i64, ty: &Type) -> Result<f64, BoxError> {
+    match i.checked_abs() {
+        Some(a) if a <= bound => Ok(i as f64),
+        _ => Err(format!("{i} does not fit {} exactly; pass it as numeric or a float", ty.name()).into()),
+    }
+}
+
+/// Types the server reads from text with their input function, where a plugin's text
+/// value is sent as text (node-postgres sends every parameter so).
+fn parses_text(ty: &Type) -> bool {
+    matches!(
+        *ty,
+        Type::DATE
+            | Type::TIME
+            | Type::TIMETZ
+            | Type::TIMESTAMP
+            | Type::TIMESTAMPTZ
+            | Type::INTERVAL
+            | Type::NUMERIC
+            | Type::UUID
+            | Type::JSON
+            | Type::JSONB
+            | Type::INET
+            | Type::CIDR
+            | Type::MACADDR
+    ) || matches!(ty.kind(), Kind::Enum(_))
+}
+
+/// How a value goes over the wire for `ty`: as text for the server to parse, or binary.
+fn as_text(value: &Value, ty: &Type) -> bool {
+    match value {
+        Value::Text(_) => parses_text(ty),
+        Value::Float(_) => *ty == Type::NUMERIC,
+        _ => false,
+    }
+}
+
 impl ToSql for Param<'_> {
     fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        if as_text(self.0, ty) {
+            match self.0 {
+                Value::Text(s) => out.extend_from_slice(s.as_bytes()),
+                // Rust prints a float's shortest text that reads back as the same float.
+                Value::Float(f) if f.is_finite() => out.extend_from_slice(f.to_string().as_bytes()),
+                value => return Err(format!("{} does not fit numeric", show(value)).into()),
+            }
+            return Ok(IsNull::No);
+        }
         match (self.0, ty) {
             (Value::Null, _) => Ok(IsNull::Yes),
+            (Value::Int(i), &Type::FLOAT8) => exact_float(*i, EXACT_F64, ty)?.to_sql(ty, out),
+            (Value::Int(i), &Type::FLOAT4) => (exact_float(*i, EXACT_F32, ty)? as f32).to_sql(ty, out),
             (Value::Boolean(b), &Type::BOOL) => b.to_sql(ty, out),
             (Value::Int(i), &Type::INT8) => i.to_sql(ty, out),
             (Value::Int(i), &Type::INT4) => i32::try_from(*i).map_err(|_| format!("{i} does not fit integer"))?.to_sql(ty, out),
@@ -57,6 +115,14 @@ impl ToSql for Param<'_> {
 
     fn accepts(_: &Type) -> bool {
         true
+    }
+
+    fn encode_format(&self, ty: &Type) -> Format {
+        if as_text(self.0, ty) {
+            Format::Text
+        } else {
+            Format::Binary
+        }
     }
 
     to_sql_checked!();
