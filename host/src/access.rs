@@ -32,8 +32,28 @@ const RESOLVE_TABLE: &str = "SELECT c.oid::regclass::text, n.nspname::text, c.re
      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE c.oid = pg_catalog.to_regclass($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')";
 /// Sequences behind a table's serial or identity columns: writers need them.
-const OWNED_SEQUENCES: &str = "SELECT s.oid::regclass::text FROM pg_depend d JOIN pg_class s ON s.oid = d.objid
+const OWNED_SEQUENCES: &str =
+    "SELECT pg_catalog.format('%I.%I', n.nspname, s.relname) FROM pg_depend d JOIN pg_class s ON s.oid = d.objid JOIN pg_namespace n ON n.oid = s.relnamespace
      WHERE d.classid = 'pg_class'::regclass AND d.refobjid = pg_catalog.to_regclass($1) AND s.relkind = 'S' AND d.deptype IN ('a', 'i')";
+
+/// Whether the host's role may pass privilege $3 on object $2 (a `table`, `sequence` or
+/// `schema`, $1) on: it holds it WITH GRANT OPTION (an owner does); and the object's
+/// owner (schema public of PostgreSQL 15 belongs to whoever owns the database).
+const GRANTABLE: &str = "SELECT CASE $1
+         WHEN 'table' THEN pg_catalog.has_table_privilege(pg_catalog.to_regclass($2), $3 || ' WITH GRANT OPTION')
+         WHEN 'sequence' THEN pg_catalog.has_sequence_privilege(pg_catalog.to_regclass($2), $3 || ' WITH GRANT OPTION')
+         ELSE pg_catalog.has_schema_privilege($2, $3 || ' WITH GRANT OPTION') END,
+       CASE $1
+         WHEN 'schema' THEN (SELECT CASE WHEN pg_catalog.pg_get_userbyid(n.nspowner) = 'pg_database_owner'
+                                         THEN (SELECT pg_catalog.pg_get_userbyid(d.datdba) FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+                                         ELSE pg_catalog.pg_get_userbyid(n.nspowner) END
+                             FROM pg_catalog.pg_namespace n WHERE n.nspname = $2)
+         ELSE (SELECT pg_catalog.pg_get_userbyid(c.relowner) FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass($2)) END::text,
+       current_user::text";
+
+/// Whether everyone (PUBLIC) may use schema $1: then a plugin's role needs no grant of it
+/// (PostgreSQL 15 gives PUBLIC USAGE on schema public).
+const PUBLIC_USAGE: &str = "SELECT pg_catalog.has_schema_privilege('public', $1, 'USAGE')";
 
 /// Schemas no plugin role is ever granted anything in.
 const HOST_SCHEMAS: &[&str] = &["almanac", "almanac_job", "pg_catalog", "information_schema", "pg_toast"];
@@ -220,8 +240,8 @@ pub enum AccessError {
     MissingTable { table: String },
     #[error("it declares table {table}, which resolves to {resolved} in schema {schema}, which belongs to the host")]
     HostTable { table: String, resolved: String, schema: String },
-    #[error("cannot grant {privileges} on {table} to {role}: {reason}. The host's role must own the table or hold these privileges WITH GRANT OPTION")]
-    Grant { privileges: String, table: String, role: String, reason: String },
+    #[error("cannot grant {privileges} on {object} to {role}: {reason}. As {owner} (its owner), run: {fix} (`almanac grants --plugins DIR` prints every statement the host's role needs)")]
+    Grant { privileges: String, object: String, role: String, reason: String, owner: String, fix: String },
     #[error("setup statement {statement:?} failed as role {role}: {reason}")]
     Setup { statement: String, role: String, reason: String },
     #[error("cannot take the setup lock: {0}")]
@@ -283,6 +303,34 @@ fn lost_race(e: &tokio_postgres::Error) -> bool {
     e.code().is_some_and(|c| ["23505", "42710", "XX000", "40001"].contains(&c.code()))
 }
 
+/// Refuse, before granting, what the host's role cannot pass on to `role`: each of
+/// `privileges` (comma-separated) on `object` (a `table`, `sequence` or `schema`: `kind`)
+/// that it does not hold WITH GRANT OPTION. The refusal names the object, the privilege
+/// and the statement its owner runs. Checked rather than read from the GRANT's failure:
+/// a GRANT of what one lacks may only warn ("no privileges were granted") or name
+/// another object (a sequence's `tableoid` column).
+async fn check_grantable(tx: &impl Sql, kind: &str, object: &str, privileges: &str, role: &str) -> Result<(), AccessError> {
+    let mut missing = Vec::new();
+    let mut who = None;
+    for privilege in privileges.split(", ") {
+        let row = tx.one(GRANTABLE, &[&kind, &object, &privilege]).await?;
+        if !row.get::<_, Option<bool>>(0).unwrap_or(false) {
+            missing.push(privilege);
+        }
+        who = Some((row.get::<_, Option<String>>(1).unwrap_or_else(|| "its owner".into()), row.get::<_, String>(2)));
+    }
+    let (Some((owner, host)), false) = (who, missing.is_empty()) else { return Ok(()) };
+    let target = if kind == "schema" { quote_ident(object) } else { object.to_owned() };
+    Err(AccessError::Grant {
+        privileges: missing.join(", "),
+        object: format!("{kind} {object}"),
+        role: role.to_owned(),
+        reason: format!("the host's role {host} does not hold it WITH GRANT OPTION"),
+        owner,
+        fix: format!("GRANT {} ON {} {target} TO {} WITH GRANT OPTION;", missing.join(", "), kind.to_uppercase(), quote_ident(&host)),
+    })
+}
+
 /// Let `role` create tables in the schemas of its writable tables, for the length of
 /// its setup: [`grant`], which follows it, revokes this.
 pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &[String]) -> Result<(), AccessError> {
@@ -291,12 +339,9 @@ pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &
     tx.batch_execute(&format!("GRANT USAGE ON SCHEMA almanac_job TO {grantee}; GRANT EXECUTE ON FUNCTION almanac_job.unlink_large_objects() TO {grantee}"))
         .await?;
     for schema in schemas_of(writable) {
-        tx.batch_execute(&format!("GRANT USAGE, CREATE ON SCHEMA {} TO {grantee}", quote_ident(&schema))).await.map_err(|e| AccessError::Grant {
-            privileges: "CREATE".into(),
-            table: format!("schema {schema}"),
-            role: role.to_owned(),
-            reason: crate::db::error_chain(&e),
-        })?;
+        let privileges = if tx.one(PUBLIC_USAGE, &[&schema]).await?.get(0) { "CREATE" } else { "USAGE, CREATE" };
+        check_grantable(tx, "schema", &schema, privileges, role).await?;
+        tx.batch_execute(&format!("GRANT {privileges} ON SCHEMA {} TO {grantee}", quote_ident(&schema))).await?;
     }
     Ok(())
 }
@@ -309,10 +354,12 @@ pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &
 pub async fn run_setup(session: &(impl GenericClient + Sql), role: &str, statements: &[String]) -> Result<(), AccessError> {
     session.batch_execute(&format!("SET LOCAL ROLE {}", quote_ident(role))).await?;
     for statement in statements {
-        session.batch_execute(statement).await.map_err(|e| AccessError::Setup {
-            statement: crate::text::clip(statement.clone(), 200),
-            role: role.to_owned(),
-            reason: crate::db::error_chain(&e),
+        session.batch_execute(statement).await.map_err(|e| {
+            let mut reason = crate::db::error_chain(&e);
+            if let Some(db) = e.as_db_error().filter(|d| d.code().code() == "42501") {
+                reason = format!("{reason} ({})", crate::db::refusal::plugin_hint(db.message(), statement, role));
+            }
+            AccessError::Setup { statement: crate::text::clip(statement.clone(), 200), role: role.to_owned(), reason }
         })?;
     }
     Ok(())
@@ -346,23 +393,26 @@ pub async fn grant_present(tx: &(impl GenericClient + Sql), role: &str, tables: 
         if HOST_SCHEMAS.contains(&schema.as_str()) || schema.starts_with("pg_") {
             return Err(AccessError::HostTable { table: table.name.clone(), resolved, schema });
         }
-        let denied = |e: tokio_postgres::Error| AccessError::Grant {
-            privileges: table.privileges().to_owned(),
-            table: resolved.clone(),
-            role: role.to_owned(),
-            reason: crate::db::error_chain(&e),
-        };
         // A table its setup created is the plugin's own: all rights (restored, should an
         // earlier version of this code have revoked them).
         let privileges = if owned { "ALL" } else { table.privileges() };
-        let mut grants = format!("GRANT USAGE ON SCHEMA {} TO {grantee}; GRANT {privileges} ON TABLE {resolved} TO {grantee};", quote_ident(&schema));
+        let mut grants = String::new();
+        if !tx.one(PUBLIC_USAGE, &[&schema]).await?.get::<_, bool>(0) {
+            check_grantable(tx, "schema", &schema, "USAGE", role).await?;
+            grants.push_str(&format!("GRANT USAGE ON SCHEMA {} TO {grantee}; ", quote_ident(&schema)));
+        }
+        if !owned {
+            check_grantable(tx, "table", &resolved, privileges, role).await?;
+        }
+        grants.push_str(&format!("GRANT {privileges} ON TABLE {resolved} TO {grantee};"));
         if table.write {
             for row in tx.rows(OWNED_SEQUENCES, &[&table.name]).await? {
                 let sequence: String = row.get(0);
+                check_grantable(tx, "sequence", &sequence, "USAGE", role).await?;
                 grants.push_str(&format!(" GRANT USAGE ON SEQUENCE {sequence} TO {grantee};"));
             }
         }
-        tx.batch_execute(&grants).await.map_err(denied)?;
+        tx.batch_execute(&grants).await?;
     }
     // The host's bookkeeping in the plugin's sessions: claim, failure record, outbox.
     tx.batch_execute(&format!("GRANT USAGE ON SCHEMA almanac_job TO {grantee}; GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA almanac_job TO {grantee}")).await?;

@@ -23,6 +23,7 @@ pub mod db;
 pub mod demo;
 pub mod dryrun;
 pub mod executor;
+pub mod grants;
 pub mod history;
 pub mod host;
 pub mod http;

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["task", "outbox", "login"],
     // What a plugin is lent; counters; the job history's partitions, counts, claim floor
     // and pruning (by the tasks' horizons).
-    &["capability", "metrics", "history"],
+    &["capability", "metrics", "history", "grants"],
     // The plugin runtime; the configuration file.
     &["plugin", "config"],
     // The data path: cursor -> jobs, claim -> run -> commit (and the operator queries

@@ -99,8 +99,10 @@ async fn role_escapes(batch: &str) {
     // plugin's role alone: schema almanac, the host's sequences, another plugin's table
     // and the host's backends stay out of reach.
     let role = almanac::access::role_name(CALLER, &db.name);
+    // Every statement below is a SELECT the refusal happens inside of.
     let denied = |what: &str| {
-        format!("database error 42501: permission denied for {what} (the plugin runs as role {role}, which may use only the tables its describe() declares)")
+        let message = format!("permission denied for {what}");
+        format!("database error 42501: {message} ({})", almanac::db::refusal::plugin_hint(&message, "SELECT", &role))
     };
     let escaped = denied("schema almanac");
     let escape = |sql: &str| json!([{"query": format!("SELECT public.run_as_none('{}')", sql.replace('\'', "''"))}]);

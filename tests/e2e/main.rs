@@ -13,6 +13,7 @@ mod core;
 mod dryrun;
 mod failover;
 mod faults;
+mod grants;
 mod hardening;
 mod history;
 mod hold;

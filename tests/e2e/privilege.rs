@@ -6,17 +6,18 @@ use crate::support::{cluster, connect, plugin_dir, HostProc, TestDb};
 
 /// Each attack of fixture-hostile and the failed attempt it must end as, in `database`.
 fn attacks(database: &str) -> Vec<(&'static str, String)> {
-    let hint = format!(
-        " (the plugin runs as role {}, which may use only the tables its describe() declares)",
-        almanac::access::role_name("fixture-hostile", database)
-    );
-    let denied = |what: &str| format!("database error 42501: permission denied for {what}{hint}");
+    let role = almanac::access::role_name("fixture-hostile", database);
+    // The refusal, and what the host adds to it for the statement the attack sent.
+    let denied = |what: &str, sql: &str| {
+        let message = format!("permission denied for {what}");
+        format!("database error 42501: {message} ({})", almanac::db::refusal::plugin_hint(&message, sql, &role))
+    };
     let commit = "refused: COMMIT is transaction control, which belongs to the host (the job's transaction commits when `run` returns ok)";
     vec![
-        ("mark-jobs-done", denied("schema almanac")),
-        ("swallow-mark-jobs-done", denied("schema almanac")),
-        ("read-other-plugin", denied("table points_ledger")),
-        ("write-undeclared", denied("table accounts")),
+        ("mark-jobs-done", denied("schema almanac", "UPDATE")),
+        ("swallow-mark-jobs-done", denied("schema almanac", "UPDATE")),
+        ("read-other-plugin", denied("table points_ledger", "SELECT")),
+        ("write-undeclared", denied("table accounts", "UPDATE")),
         ("reset-role", "refused: RESET ROLE changes the session, which belongs to the host".into()),
         ("set-role", "refused: SET ROLE changes the session, which belongs to the host".into()),
         (

@@ -8,6 +8,7 @@ mod database;
 mod demo;
 mod dryrun;
 mod enqueue;
+mod grants;
 mod jobs;
 mod logins;
 mod new;
@@ -100,6 +101,9 @@ enum Command {
     /// The deliberate changes, newest first: who applied, paused, held, retried,
     /// discarded, enqueued or recalled what, from where, and why (almanac.changes).
     Changes(changes::ChangesArgs),
+    /// The SQL each owner of the database's tables runs so that the host's role can serve
+    /// the plugins of a folder (tables, sequences, schemas WITH GRANT OPTION), with why.
+    Grants(grants::GrantsArgs),
     /// The plugins the hosts installed here, and the functions each declares it calls.
     Plugins,
     /// The plugins' database logins; `logins rotate [TASK]` gives them new passwords.
@@ -283,6 +287,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             return outbox::run(&database, args).await;
         }
         Command::Changes(args) => return changes::run(&almanac_db().await?, args).await,
+        Command::Grants(args) => return grants::run(&almanac_db().await?, &cli.data_dir, args).await,
         Command::Plugins => return plugins::run(&almanac_db().await?).await,
         Command::Logins(args) => {
             let database = almanac_db().await?;

@@ -4,6 +4,7 @@
 pub mod conninfo;
 mod error;
 mod pool;
+pub mod refusal;
 mod sql;
 mod target;
 

@@ -24,7 +24,17 @@ pub enum MigrateError {
          give --direct-url (or run `almanac migrate` with DATABASE_URL pointing at PostgreSQL itself)"
     )]
     Pending { at: i64, needs: i64 },
+    #[error(
+        "the host's role {host} may not create schemas in database {database} (migrations make almanac and almanac_job): as {owner} (its owner), \
+         run: GRANT CREATE ON DATABASE {database_ident} TO {host_ident}; (`almanac grants --plugins DIR` prints every statement the host's role needs)"
+    )]
+    NoCreate { host: String, host_ident: String, database: String, database_ident: String, owner: String },
 }
+
+/// Whether the connected role may create schemas here, with the names a refusal needs.
+const MAY_CREATE: &str =
+    "SELECT pg_catalog.has_database_privilege(d.oid, 'CREATE'), current_user::text, d.datname::text, pg_catalog.pg_get_userbyid(d.datdba)::text
+     FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()";
 
 /// Apply every pending migration on two connections to `target` (one migrates, one
 /// holds the lock); returns the names of those applied. Refuses a database carrying a
@@ -37,6 +47,12 @@ pub async fn run(target: &Target) -> Result<Vec<String>, MigrateError> {
 /// left it, to test an upgrade from.
 pub async fn run_to(target: &Target, last: Option<u32>) -> Result<Vec<String>, MigrateError> {
     let client = &mut connect(&target.role("migrate")).await?;
+    let row = client.query_one(MAY_CREATE, &[]).await?;
+    if !row.get::<_, bool>(0) {
+        let (host, database, owner): (String, String, String) = (row.get(1), row.get(2), row.get(3));
+        let (host_ident, database_ident) = (crate::db::quote_ident(&host), crate::db::quote_ident(&database));
+        return Err(MigrateError::NoCreate { host, host_ident, database, database_ident, owner });
+    }
     let lock = connect(&target.role("migrate lock")).await?;
     let mut tries = 0;
     // Two hosts making the table at once: one of them loses with a unique violation.

@@ -327,7 +327,8 @@ impl Session {
                 }
                 let mut error = super::value::db_error(&e);
                 if let (Some("42501"), Some(role)) = (error.sqlstate.as_deref(), &role) {
-                    error.message.push_str(&format!(" (the plugin runs as role {}, which may use only the tables its describe() declares)", role.name));
+                    let hint = crate::db::refusal::plugin_hint(e.as_db_error().map_or("", |d| d.message()), &sql, &role.name);
+                    error.message.push_str(&format!(" ({hint})"));
                 }
                 Ok(Err(self.fail(error)))
             }
