@@ -25,6 +25,9 @@ const STORE: &str = "INSERT INTO almanac.plugin_logins (login, task, password) V
 const LOGIN_STATE: &str = "SELECT r.rolcanlogin, EXISTS (SELECT 1 FROM almanac.plugin_logins l WHERE l.login = r.rolname AND l.task = $2),
             EXISTS (SELECT 1 FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles t ON t.oid = m.roleid WHERE m.member = r.oid AND t.rolname = $3)
      FROM pg_roles r WHERE r.rolname = $1";
+/// Whether the host's role sees the login's sessions whole in pg_stat_activity (their
+/// `backend_start`, which names a claim's connection): a member of the login does.
+const SEES_LOGIN: &str = "SELECT pg_catalog.pg_has_role(current_user, $1, 'USAGE')";
 
 /// Sent after a transaction in a plugin's session ends: whatever its statements may have
 /// left on the session past it (through a function the statement policy did not see
@@ -92,6 +95,7 @@ pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str,
             // The task's role is new (per database since V18's version).
             tx.batch_execute(&format!("GRANT {} TO {}", crate::db::quote_ident(role), crate::db::quote_ident(&login))).await?;
         }
+        see_sessions(tx, &login).await?;
         return Ok(login);
     }
     let password = new_password();
@@ -103,7 +107,20 @@ pub async fn ensure(tx: &(impl tokio_postgres::GenericClient + Sql), task: &str,
     };
     tx.batch_execute(&statement).await?;
     tx.exec(STORE, &[&login, &task, &password]).await?;
+    see_sessions(tx, &login).await?;
     Ok(login)
+}
+
+/// Make the host's role a member of `login`, so that it sees the login's sessions in
+/// pg_stat_activity with their start (a role that is not sees them without it): the
+/// claims a batch on such a session records are told live from orphaned by it, and
+/// `status` counts the jobs running there. It gives the host nothing else: the login
+/// holds only the task's role, of which the host is a member already.
+async fn see_sessions(tx: &(impl tokio_postgres::GenericClient + Sql), login: &str) -> Result<(), tokio_postgres::Error> {
+    if !tx.one(SEES_LOGIN, &[&login]).await?.get::<_, bool>(0) {
+        tx.batch_execute(&format!("GRANT {} TO CURRENT_USER", crate::db::quote_ident(login))).await?;
+    }
+    Ok(())
 }
 
 /// One plugin login, as `almanac logins` lists it.

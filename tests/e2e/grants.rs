@@ -27,6 +27,9 @@ async fn the_owner_runs_what_grants_prints_and_the_host_serves() {
         .unwrap();
     let url = cluster().url(&database).replace("user=postgres", &format!("user={host}"));
     let plugins = plugin_dir(&["daily_points"]);
+    // The owner's table a job of fixture-sleeper sleeps for (it declares it; added to the
+    // folder once the grants are done, below).
+    as_owner.batch_execute("CREATE TABLE fixture_sleeper_control (seconds float8 NOT NULL); INSERT INTO fixture_sleeper_control VALUES (600)").await.unwrap();
     let dir = plugins.path().display().to_string();
 
     // Nothing granted: the host cannot even make its schemas, and says who runs what.
@@ -92,4 +95,28 @@ async fn the_owner_runs_what_grants_prints_and_the_host_serves() {
     assert_eq!(code, 0);
     assert!(statements(&script).is_empty() && script.contains(&format!("Nothing to grant: {host} holds what these plugins need.")), "{script}");
     assert!(!host_proc.log().contains("ERROR"), "{}", host_proc.log());
+
+    // Such a host sees its plugins' sessions: `status` counts a job running in one.
+    std::fs::copy(crate::support::built_plugins().join("fixture_sleeper.wasm"), plugins.path().join("fixture_sleeper.wasm")).unwrap();
+    let (code, script, err) = almanac(&url, &["grants", "--plugins", &dir]);
+    assert_eq!(code, 0, "{err}");
+    for statement in statements(&script) {
+        as_owner.batch_execute(statement).await.unwrap();
+    }
+    let mut host_proc = HostProc::spawn_url(&url, plugins.path(), &["--workers", "2"], &[]);
+    host_proc.wait_log("task=fixture-sleeper", Duration::from_secs(60)).await;
+    as_host.batch_execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-sleeper', '2026-01-01T00:00:00Z', 's1')").await.unwrap();
+    crate::support::wait_for("the sleeper asleep", Duration::from_secs(60), || async {
+        admin.query_one("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'", &[]).await.unwrap().get::<_, i64>(0) == 1
+    })
+    .await;
+    let (_, out, err) = almanac(&url, &["status", "--json"]);
+    let sleeper: serde_json::Value = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["task"] == "fixture-sleeper")
+        .unwrap_or_else(|| panic!("{out}{err}"));
+    assert_eq!((sleeper["pending"].as_i64(), sleeper["running"].as_i64()), (Some(1), Some(1)), "{out}");
+    admin.batch_execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'").await.unwrap();
+    host_proc.stop().await;
 }
