@@ -5,7 +5,7 @@
 //! cron = "0 0 * * *"          # default: the plugin's
 //! zone = "Asia/Shanghai"      # default: the plugin's
 //! catch_up = "window=3d"      # all | latest | window=<duration>; default: the plugin's
-//! start_at = "2026-01-01"     # where a *new* schedule's cursor starts; default: now
+//! start_at = "2026-01-01"     # a *new* schedule's first slot, this instant included; default: now
 //! paused = false              # default: leave as it is in the database
 //! horizon = "90d"             # how far back backfills may reach; default: 30 days, or
 //!                             # the catch-up window if that is longer

@@ -6,7 +6,7 @@ use crate::db::Sql;
 
 const STATUS: &str = include_str!("status.sql");
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TaskStatus {
     pub task: String,
     pub cron: Option<String>,
@@ -109,36 +109,36 @@ impl TaskStatus {
     }
 }
 
-/// The table `almanac status` prints.
+/// The table `almanac status` prints: columns as wide as their widest cell, so a long
+/// task name or a `(held)` mark keeps them in line; what is not an error (discarded
+/// jobs, periods under an older calendar) goes on a line of its own, not under LAST ERROR.
 pub fn render(statuses: &[TaskStatus]) -> String {
+    let names: Vec<String> = statuses
+        .iter()
+        .map(|s| match (s.held, s.paused) {
+            (true, _) => format!("{} (held)", s.task),
+            (false, true) => format!("{} (paused)", s.task),
+            (false, false) => s.task.clone(),
+        })
+        .collect();
+    let w = names.iter().map(|n| n.chars().count()).chain([4]).max().unwrap_or(4);
     let mut out = format!(
-        "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
+        "{:<w$} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
         "TASK", "CURSOR (UTC)", "NEXT SLOT (UTC)", "PENDING", "RUNNING", "DONE", "FAILED", "OLDEST", "LAST ERROR"
     );
     let at = |t: Option<DateTime<Utc>>| t.map_or_else(|| "-".to_owned(), |t| t.format("%Y-%m-%d %H:%M:%S").to_string());
-    for s in statuses {
+    for (s, task) in statuses.iter().zip(&names) {
         let oldest = s.oldest_pending_seconds.map_or_else(|| "-".to_owned(), |secs| format!("{secs:.0}s"));
         // The useful part of an error is often its end (a panic message after the trap):
         // a long one goes whole on the line below its task.
         let error = crate::text::printable(s.last_error.as_deref().unwrap_or_default()).into_owned();
         let (column, below) = if error.chars().count() > 60 { ("(below)".to_owned(), Some(error)) } else { (error, None) };
-        let task = match (s.held, s.paused) {
-            (true, _) => format!("{} (held)", s.task),
-            (false, true) => format!("{} (paused)", s.task),
-            (false, false) => s.task.clone(),
-        };
-        let column = match s.discarded {
-            0 => column,
-            n => format!("({n} discarded) {column}"),
-        };
-        let column = match s.older_calendar {
-            0 => column,
-            n => format!("({n} periods under an older calendar) {column}"),
-        };
+        // An on-demand task has a cursor in its row, which nothing reads.
+        let cursor = if s.cron.is_some() { at(s.cursor) } else { "(on demand)".to_owned() };
         out.push_str(&format!(
-            "{:<20} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
+            "{:<w$} {:<20} {:<20} {:>8} {:>8} {:>8} {:>8} {:>8}  {}\n",
             task,
-            at(s.cursor),
+            cursor,
             at(s.next_slot),
             s.pending,
             s.running,
@@ -147,6 +147,12 @@ pub fn render(statuses: &[TaskStatus]) -> String {
             oldest,
             column
         ));
+        if s.discarded > 0 {
+            out.push_str(&format!("    discarded: {} job(s), kept as evidence (never run)\n", s.discarded));
+        }
+        if s.older_calendar > 0 {
+            out.push_str(&format!("    calendar changed: {} period(s) were generated under an older calendar\n", s.older_calendar));
+        }
         if let Some(error) = below {
             out.push_str(&format!("    last error: {error}\n"));
         }
@@ -171,4 +177,34 @@ pub fn render(statuses: &[TaskStatus]) -> String {
         out.push_str(&format!("outbox: {pending} pending, {dead} dead, {delivered} delivered\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_stay_in_line_and_notes_are_not_errors() {
+        let at = "2026-12-01T00:00:00Z".parse().ok();
+        let statuses = [
+            TaskStatus {
+                task: "a-rather-long-task-name".into(),
+                cron: Some("0 0 * * *".into()),
+                cursor: at,
+                held: true,
+                discarded: 2,
+                ..TaskStatus::default()
+            },
+            TaskStatus { task: "dunning".into(), cursor: at, older_calendar: 3, last_error: Some("boom".into()), ..TaskStatus::default() },
+        ];
+        let out = render(&statuses);
+        let lines: Vec<&str> = out.lines().collect();
+        let column = |line: &str| line.find("CURSOR").or_else(|| line.find("2026-12-01")).or_else(|| line.find("(on demand)")).unwrap();
+        assert_eq!(column(lines[0]), column(lines[1]), "{out}");
+        assert!(lines[1].starts_with("a-rather-long-task-name (held) "), "{out}");
+        assert_eq!(lines[2], "    discarded: 2 job(s), kept as evidence (never run)");
+        assert_eq!(column(lines[3]), column(lines[1]), "{out}");
+        assert!(lines[3].contains("(on demand)") && lines[3].ends_with("  boom"), "the last error is the error alone:\n{out}");
+        assert_eq!(lines[4], "    calendar changed: 3 period(s) were generated under an older calendar");
+    }
 }

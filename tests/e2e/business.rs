@@ -173,7 +173,7 @@ async fn a_year_of_first_business_days_catches_up_once_and_a_calendar_change_run
     host.stop().await;
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, want, "a job was added: {out}");
     let (_, status, _) = crate::support::almanac(&db.url, &["status"]);
-    assert!(status.contains(&format!("({} periods under an older calendar)", slots.len())), "{status}");
+    assert!(status.contains(&format!("    calendar changed: {} period(s) were generated under an older calendar", slots.len())), "{status}");
     assert_eq!(db.count("SELECT count(*) FROM (SELECT period, key FROM almanac.jobs GROUP BY 1, 2 HAVING count(*) > 1) t").await, 0);
     assert_eq!(db.count(&format!("SELECT count(*) FROM accounts WHERE points = {}", 10 * slots.len())).await, ACCOUNTS, "every account credited once a month");
 }

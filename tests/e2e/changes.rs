@@ -64,6 +64,7 @@ async fn a_schedule_changes_only_when_applied_and_running_hosts_follow() {
     let (code, out, err) = almanac(&db, &["apply", "--plugins", &fresh.path().display().to_string(), "--config", &every_3s, "--dry-run"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("daily-points: would register"), "{out}");
+    assert!(!err.contains("schedule registered"), "a dry run registers nothing, and says nothing of it:\n{err}");
     // (Task roles are the cluster's and other tests make daily-points' one; its login is
     // this database's own.)
     let login = almanac::login::login_name("daily-points", &db.name);
@@ -150,7 +151,7 @@ async fn cursor_pause_discard_and_forget_are_recorded() {
     let (code, _, err) = almanac(&db, &["retry", "--task", "fixture-minutely", "--key", "drop"]);
     assert!(code == 1 && err.contains("no failed job of fixture-minutely matched key \"drop\""), "{err}");
     let (_, out, _) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", "drop"]);
-    assert_eq!(out.trim(), "already present (no-op): its run-after is left as it was");
+    assert_eq!(out.trim(), "already present (no-op)");
     // What an application connects with: the database the CLI uses.
     let (code, out, err) = almanac(&db, &["url"]);
     assert_eq!(code, 0, "{err}");
@@ -181,6 +182,14 @@ async fn cursor_pause_discard_and_forget_are_recorded() {
     let (code, _, err) = almanac(&db, &["enqueue", "fixture-minutely", "--slot", "2026-11-01T00:01:00Z", "--key", "bad", "--run-after", "soon"]);
     assert!(code == 2 && err.contains("neither an RFC 3339 instant nor a duration"), "{err}");
     assert_eq!(db.count("SELECT count(*) FROM almanac.changes WHERE action = 'enqueue' AND after->>'key' IN ('dunning', 'at')").await, 2);
+    // `jobs` finds them by key (exact or prefix) and says when each is due.
+    let (code, out, err) = almanac(&db, &["jobs", "--key", "at"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines.len() == 2 && lines[0].contains("DUE (UTC)") && lines[1].contains(" at ") && lines[1].contains("2030-01-02 03:04:05"), "{out}");
+    let (_, out, _) = almanac(&db, &["jobs", "--key-prefix", "dun", "--json"]);
+    let keys: Vec<String> = out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(keys, ["dunning"], "{out}");
     // Forget: refused while a job is open, then done with --discard-pending.
     db.enqueue("fixture-minutely", "2026-11-01T00:02:00Z", &["late"]).await;
     let (code, _, err) = almanac(&db, &["forget", "fixture-minutely"]);

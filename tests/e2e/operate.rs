@@ -150,6 +150,13 @@ async fn psql_reaches_the_private_cluster_and_stop_stops_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("postmaster.pid was written by the server of another data directory"), "{err}");
     assert!(err.contains(&dir.path().join("pg").canonicalize().unwrap().display().to_string()), "{err}");
+    // The README's demo on the private cluster: it says the cluster keeps running, and how to stop it.
+    let plugins = crate::support::plugin_dir(&["daily_points"]);
+    let (code, out, err) = run(&["demo", "--plugins", &plugins.path().display().to_string(), "--accounts", "20", "--days", "2"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("every one of 20 accounts has exactly +20 points"), "{out}");
+    let stop = format!("`almanac --data-dir {} stop` stops it.", dir.path().display());
+    assert!(out.contains("keeps running for the next command") && out.trim_end().ends_with(&stop), "{out}");
     let (code, out, _) = run(&["stop"]);
     assert_eq!(code, 0);
     assert!(out.starts_with("stopped the private cluster"), "{out}");

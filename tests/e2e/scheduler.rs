@@ -126,7 +126,7 @@ async fn a_host_killed_during_a_week_long_catch_up_resumes_without_gaps() {
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, db.count("SELECT count(*) FROM almanac.slots").await);
 }
 
-/// `start_at` makes a new schedule's cursor; at every later start the cursor has moved
+/// `start_at` makes a new schedule's cursor, its own day included; at every later start the cursor has moved
 /// past it, and that is no news. A start_at other than the one the schedule was made
 /// with is: it does not move an existing cursor, and the host says so.
 #[tokio::test(flavor = "multi_thread")]
@@ -156,6 +156,9 @@ async fn start_at_warns_only_when_it_is_not_the_one_the_schedule_was_made_with()
     // Three days, or four once Shanghai's next day has begun (after 16:00 UTC).
     db.wait_count("SELECT (count(*) >= 3)::int::int8 FROM almanac.slots WHERE task = 'daily-points'", 1, Duration::from_secs(30)).await;
     host.stop().await;
+    // Inclusive: the day start_at names is the first one run (as `backfill --from` includes its start).
+    assert_eq!(db.count(&format!("SELECT count(*) FROM almanac.slots WHERE task = 'daily-points' AND period = '{}'", day(3))).await, 1);
+    assert_eq!(db.count(&format!("SELECT count(*) FROM almanac.slots WHERE task = 'daily-points' AND period < '{}'", day(3))).await, 0);
     let first = host.log();
     assert!(first.contains("schedule registered") && !first.contains(WARNING), "{first}");
     let again = start(made).await;

@@ -34,6 +34,10 @@ async fn a_version_that_adds_a_setting_loads_by_itself_and_a_changed_setting_aft
     let (code, out, err) = almanac(&db.url, &["status"]);
     assert_eq!(code, 0, "nothing refused yet:\n{out}{err}");
     assert!(!out.contains("refused deploy"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("fixture-settings ") && l.contains("(on demand)")), "no cursor for an on-demand task:\n{out}");
+    let (_, out, _) = almanac(&db.url, &["schedules", "--json"]);
+    let line: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    assert_eq!((line["cron"].as_str(), line["cursor"].is_null(), line["next_slot"].is_null()), (Some("(on demand)"), true, true), "{out}");
 
     // Version 0.2.0 adds `farewell` (default "bye"): one step, no apply, no ERROR.
     deploy(plugins.path(), "fixture_settings_v2.wasm", 1);

@@ -529,16 +529,21 @@ async fn install(
         &[&plugin.name(), &plugin.digest, &spec.version, &serde_json::to_value(&calls)?],
     )
     .await?;
-    if let Some(source) = register {
-        match scheduler::applied::register(&*tx, spec, settings, source).await {
-            Ok(()) => {}
+    let registered = match register {
+        Some(source) => match scheduler::applied::register(&*tx, spec, settings, source).await {
+            Ok(registered) => registered,
             Err(scheduler::applied::RegisterError::Db(e)) => return Err(e.into()),
             // Nothing of the set-up is kept: the task is not served here.
             Err(scheduler::applied::RegisterError::Disagrees(d)) => return Err(d.into()),
-        }
-    }
+        },
+        None => None,
+    };
     tx.commit().await?;
     lock.release().await?;
+    if let Some(cursor) = registered {
+        let cron = spec.schedule.as_ref().map_or("(on demand)", |s| s.cron());
+        tracing::info!(task = %spec.name, cron, zone = %spec.zone.name(), cursor = %cursor, "schedule registered");
+    }
     Ok(())
 }
 

@@ -11,17 +11,21 @@ use almanac::{db, scheduler};
 pub(crate) struct Database {
     pub url: String,
     pub pooled: bool,
+    /// The private cluster under --data-dir (DATABASE_URL and libpq's variables unset):
+    /// it keeps running after the command, until `almanac stop`.
+    pub private: bool,
 }
 
 impl Database {
     /// `database_url`'s choice, through a pooler if `pooled`.
     pub(crate) async fn of(url: Option<String>, data_dir: &std::path::Path, dbname: &str, pooled: bool) -> anyhow::Result<Database> {
-        Ok(Database { url: database_url(url, data_dir, dbname).await?, pooled })
+        let private = url.as_deref().is_none_or(str::is_empty) && !libpq_env();
+        Ok(Database { url: database_url(url, data_dir, dbname).await?, pooled, private })
     }
 
     /// Straight to PostgreSQL.
     pub(crate) fn direct(url: &str) -> Database {
-        Database { url: url.to_owned(), pooled: false }
+        Database { url: url.to_owned(), pooled: false, private: false }
     }
 
     /// Where the CLI's connections go, as role `cli` in `application_name`.
@@ -64,6 +68,11 @@ pub(crate) fn parse_slot(schedule: Option<&almanac::calendar::Schedule>, text: &
     .map_err(anyhow::Error::msg)
 }
 
+/// Whether libpq's variables name a server.
+fn libpq_env() -> bool {
+    ["PGHOST", "PGHOSTADDR", "PGDATABASE"].iter().any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()))
+}
+
 /// `DATABASE_URL`; else libpq's `PG*` variables when they name a server (`PGHOST`,
 /// `PGHOSTADDR` or `PGDATABASE`); else the private cluster (started if needed) with
 /// database `dbname`.
@@ -71,7 +80,7 @@ pub(crate) async fn database_url(url: Option<String>, data_dir: &std::path::Path
     if let Some(url) = url.filter(|u| !u.is_empty()) {
         return Ok(url);
     }
-    if ["PGHOST", "PGHOSTADDR", "PGDATABASE"].iter().any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty())) {
+    if libpq_env() {
         // An empty connection string: everything comes from the environment.
         return Ok(String::new());
     }

@@ -110,6 +110,15 @@ pub async fn run(database: &super::database::Database, data_dir: &Path, args: De
         return Ok(ExitCode::FAILURE);
     }
     println!("   every one of {} accounts has exactly +{want} points; the ledger has {ledger} rows", args.accounts);
+    if database.private {
+        println!(
+            "\n   The private PostgreSQL under {} keeps running for the next command (`almanac --data-dir {} psql` to look around); \
+             `almanac --data-dir {} stop` stops it.",
+            data_dir.join("pg").display(),
+            data_dir.display(),
+            data_dir.display()
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -69,7 +69,8 @@ pub async fn run(database: &Database, args: EnqueueArgs) -> anyhow::Result<ExitC
         (true, true) if from > slot => println!("enqueued; it runs from {}", from.format("%Y-%m-%d %H:%M:%SZ")),
         (true, true) => println!("enqueued; it runs from {} (its slot has not started)", slot.format("%Y-%m-%d %H:%M:%SZ")),
         (true, false) => println!("enqueued"),
-        (false, _) => println!("already present (no-op): its run-after is left as it was"),
+        (false, _) if run_after.is_some() => println!("already present (no-op): its run-after is left as it was"),
+        (false, _) => println!("already present (no-op)"),
     }
     Ok(ExitCode::SUCCESS)
 }

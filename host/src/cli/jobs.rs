@@ -14,6 +14,12 @@ pub struct JobsArgs {
     /// Only jobs of this task.
     #[arg(long)]
     task: Option<String>,
+    /// Only the jobs keyed KEY.
+    #[arg(long, conflicts_with = "key_prefix")]
+    key: Option<String>,
+    /// Only the jobs whose key starts with this.
+    #[arg(long)]
+    key_prefix: Option<String>,
     #[arg(long, default_value_t = 50)]
     limit: i64,
     /// The attempt history of the jobs keyed KEY (with --task; in every slot): each
@@ -30,7 +36,9 @@ pub async fn jobs(database: &super::database::Database, args: JobsArgs) -> anyho
     if let (Some(key), Some(task)) = (&args.attempts, &args.task) {
         return attempts(&client, task, key, args.limit, args.json).await;
     }
-    let rows = operate::jobs(&client, args.status.as_deref(), args.task.as_deref(), args.limit).await?;
+    let filter =
+        operate::JobFilter { status: args.status.as_deref(), task: args.task.as_deref(), key: args.key.as_deref(), key_prefix: args.key_prefix.as_deref() };
+    let rows = operate::jobs(&client, filter, args.limit).await?;
     if args.json {
         for job in rows {
             println!("{}", serde_json::to_string(&job)?);
@@ -41,15 +49,21 @@ pub async fn jobs(database: &super::database::Database, args: JobsArgs) -> anyho
     let keys: Vec<String> = rows.iter().map(|j| almanac::text::printable(&j.key).into_owned()).collect();
     let task_width = rows.iter().map(|j| j.task.len()).chain([4]).max().unwrap_or(4);
     let key_width = keys.iter().map(|k| k.chars().count()).chain([3]).max().unwrap_or(3);
-    println!("{:<task_width$} {:<20} {:<key_width$} {:<9} {:>8} {:>7}  LAST ERROR", "TASK", "SLOT (UTC)", "KEY", "STATUS", "ATTEMPTS", "RETRIES");
+    println!(
+        "{:<task_width$} {:<20} {:<key_width$} {:<9} {:<20} {:>8} {:>7}  LAST ERROR",
+        "TASK", "SLOT (UTC)", "KEY", "STATUS", "DUE (UTC)", "ATTEMPTS", "RETRIES"
+    );
     for (job, key) in rows.iter().zip(&keys) {
         let error = almanac::text::printable(job.last_error.as_deref().unwrap_or_default()).into_owned();
+        // When a pending job may next be claimed: its run_after (an enqueue's, a retry's backoff).
+        let due = if job.status == "pending" { job.run_after.format("%Y-%m-%d %H:%M:%S").to_string() } else { "-".into() };
         println!(
-            "{:<task_width$} {:<20} {:<key_width$} {:<9} {:>8} {:>7}  {}",
+            "{:<task_width$} {:<20} {:<key_width$} {:<9} {:<20} {:>8} {:>7}  {}",
             job.task,
             job.slot.format("%Y-%m-%d %H:%M:%S"),
             key,
             job.status,
+            due,
             job.attempts,
             job.retries,
             error

@@ -183,8 +183,9 @@ struct ScheduleLine {
     zone: String,
     catch_up: String,
     paused: bool,
-    cursor: String,
-    cursor_local: String,
+    /// None for an on-demand task: it has no calendar to walk.
+    cursor: Option<String>,
+    cursor_local: Option<String>,
     next_slot: Option<String>,
     next_slot_local: Option<String>,
 }
@@ -208,8 +209,8 @@ pub async fn schedules(database: &super::database::Database, json: bool) -> anyh
             zone,
             catch_up: r.catch_up,
             paused: r.paused,
-            cursor: utc(cursor),
-            cursor_local: cursor.with_timezone(&tz).to_rfc3339(),
+            cursor: schedule.as_ref().map(|_| utc(cursor)),
+            cursor_local: schedule.as_ref().map(|_| cursor.with_timezone(&tz).to_rfc3339()),
             next_slot: next.map(utc),
             next_slot_local: next.map(|t| t.with_timezone(&tz).to_rfc3339()),
         };
@@ -220,7 +221,8 @@ pub async fn schedules(database: &super::database::Database, json: bool) -> anyh
                 (Some(l), Some(u)) => format!("{l} / {u}"),
                 _ => "-".into(),
             };
-            println!("{:<20} {:<16} {:<20} {:<12} {:<7} {:<26} {}", line.task, line.cron, line.zone, line.catch_up, line.paused, line.cursor_local, next);
+            let cursor = line.cursor_local.as_deref().unwrap_or("-");
+            println!("{:<20} {:<16} {:<20} {:<12} {:<7} {:<26} {}", line.task, line.cron, line.zone, line.catch_up, line.paused, cursor, next);
         }
     }
     Ok(ExitCode::SUCCESS)

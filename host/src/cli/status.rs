@@ -38,11 +38,12 @@ fn trouble(t: &TopicHealth, max_age: Duration) -> Option<String> {
         None => "nothing pending".into(),
     };
     let error = t.last_error.as_deref().map(|e| format!("; last error: {e}")).unwrap_or_default();
-    if let Some(since) = t.opened_at {
-        return Some(format!("circuit OPEN since {} UTC ({} failures in a row{error}); {waiting}", since.format("%Y-%m-%d %H:%M:%S"), t.failures));
-    }
-    if t.paused {
-        return Some(format!("PAUSED ({}); {waiting}", t.paused_reason.as_deref().unwrap_or("no reason given")));
+    let paused = t.paused.then(|| format!("PAUSED ({})", t.paused_reason.as_deref().unwrap_or("no reason given")));
+    let open = t.opened_at.map(|since| format!("circuit OPEN since {} UTC ({} failures in a row{error})", since.format("%Y-%m-%d %H:%M:%S"), t.failures));
+    // Both, when both: resuming a paused topic whose circuit is open delivers nothing yet.
+    let states: Vec<String> = [paused, open].into_iter().flatten().collect();
+    if !states.is_empty() {
+        return Some(format!("{}; {waiting}", states.join("; ")));
     }
     too_old(t, max_age).then(|| format!("{waiting} (over --outbox-max-age){error}"))
 }
@@ -85,4 +86,29 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_paused_topic_whose_circuit_is_open_shows_both() {
+        let topic = TopicHealth {
+            topic: "invoices".into(),
+            paused: true,
+            paused_reason: Some("receiver migration".into()),
+            opened_at: "2026-12-01T10:00:00Z".parse().ok(),
+            failures: 5,
+            failures_total: 9,
+            last_error: Some("HTTP 503".into()),
+            pending: 2,
+            oldest_pending_seconds: Some(120.0),
+        };
+        let why = trouble(&topic, Duration::from_secs(3600)).unwrap();
+        assert_eq!(
+            why,
+            "PAUSED (receiver migration); circuit OPEN since 2026-12-01 10:00:00 UTC (5 failures in a row; last error: HTTP 503); 2 pending, the oldest for 2m"
+        );
+    }
 }

@@ -32,9 +32,19 @@ pub struct JobRow {
     pub last_error: Option<String>,
 }
 
-pub async fn jobs(client: &Client, status: Option<&str>, task: Option<&str>, limit: i64) -> Result<Vec<JobRow>, tokio_postgres::Error> {
+/// Which jobs `almanac jobs` lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobFilter<'a> {
+    pub status: Option<&'a str>,
+    pub task: Option<&'a str>,
+    pub key: Option<&'a str>,
+    pub key_prefix: Option<&'a str>,
+}
+
+pub async fn jobs(client: &Client, filter: JobFilter<'_>, limit: i64) -> Result<Vec<JobRow>, tokio_postgres::Error> {
+    let JobFilter { status, task, key, key_prefix } = filter;
     Ok(client
-        .rows(JOBS, &[&status, &task, &limit])
+        .rows(JOBS, &[&status, &task, &limit, &key, &key_prefix])
         .await?
         .iter()
         .map(|r| JobRow {

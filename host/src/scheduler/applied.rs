@@ -119,6 +119,13 @@ impl Record {
     }
 }
 
+/// The cursor a new schedule starts from for `start_at`: just before it, so that a slot
+/// at `start_at` itself is the first one generated (as `backfill --from` includes its
+/// start): `start_at = "2026-12-01"` runs a daily task's 1 December.
+fn start_cursor(start_at: DateTime<Utc>) -> DateTime<Utc> {
+    start_at - chrono::Duration::microseconds(1)
+}
+
 /// The day a task's calendars should reach: its horizon (at least 30 days) from today.
 pub fn calendar_horizon(horizon: Duration) -> chrono::NaiveDate {
     let ahead = chrono::Duration::from_std(horizon.max(Duration::from_secs(30 * 86_400))).unwrap_or(chrono::Duration::days(30));
@@ -158,8 +165,9 @@ pub fn origin(command: &str) -> String {
 }
 
 /// A host starting: insert `spec`'s schedule if the task has none (recorded as
-/// `register`); else check that it is the stored one. Runs in the caller's transaction.
-pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSettings, source: &str) -> Result<(), RegisterError> {
+/// `register`; returns its cursor, for the caller to tell once it commits); else check
+/// that it is the stored one. Runs in the caller's transaction.
+pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSettings, source: &str) -> Result<Option<DateTime<Utc>>, RegisterError> {
     let declared = Record::declared(spec, settings);
     let horizon = settings.horizon.unwrap_or_else(|| default_horizon(spec.catch_up));
     if let Some(warning) = spec.schedule.as_ref().and_then(|s| s.business()).and_then(|b| b.expiring(calendar_horizon(horizon))) {
@@ -191,7 +199,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
                 &declared.cron,
                 &declared.zone,
                 &declared.catch_up,
-                &settings.start_at,
+                &settings.start_at.map(start_cursor),
                 &settings.paused,
                 &horizon.as_secs_f64(),
                 &spec.schedule.as_ref().map(|s| s.published_json(Utc::now())),
@@ -209,8 +217,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
         after["paused"] = serde_json::json!(settings.paused.unwrap_or(false));
         let none: Option<serde_json::Value> = None;
         client.exec(RECORD_CHANGE, &[&spec.name, &revision, &"register", &none, &after, &origin("run"), &Some(source)]).await?;
-        tracing::info!(task = %spec.name, cron = declared.cron.as_deref().unwrap_or("(on demand)"), zone = %declared.zone, cursor = %cursor, "schedule registered");
-        return Ok(());
+        return Ok(Some(cursor));
     }
     let mut row = client.one(STORED_SCHEDULE, &[&spec.name]).await?;
     if row.get::<_, Option<serde_json::Value>>(7).is_none() {
@@ -254,7 +261,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
         Some(_) => client.opt(REGISTERED_CURSOR, &[&spec.name]).await?.and_then(|r| r.get(0)),
         None => None,
     };
-    if let Some(start_at) = settings.start_at.filter(|s| *s != cursor && Some(*s) != registered) {
+    if let Some(start_at) = settings.start_at.filter(|s| start_cursor(*s) != cursor && Some(start_cursor(*s)) != registered) {
         tracing::warn!(
             task = %spec.name,
             "start_at {start_at} applies to a new schedule only; this one exists (cursor {cursor}): `almanac cursor {} --to ...` moves it",
@@ -270,7 +277,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
             spec.name
         );
     }
-    Ok(())
+    Ok(None)
 }
 
 /// The settings `declared` has and `stored` lacks, when that is the whole difference and

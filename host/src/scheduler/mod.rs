@@ -93,6 +93,16 @@ pub struct TickOutcome {
     pub more: bool,
 }
 
+impl TickOutcome {
+    /// A period the ledger holds already, listed once however many of its slots came by
+    /// (a daily task's month has thirty).
+    fn passed_over(&mut self, period: String, revision: Option<i64>) {
+        if self.handled.last().is_none_or(|(last, _)| *last != period) {
+            self.handled.push((period, revision));
+        }
+    }
+}
+
 /// One job by identity, as `almanac.enqueue` takes it.
 #[derive(Debug, Clone, Copy)]
 pub struct NewJob<'a> {
@@ -243,8 +253,8 @@ async fn generate_slots(
             // the policy's word again for this slot (a week skipped on Monday may be due
             // on Wednesday); a backfill generates it.
             // An empty period likewise; a backfill asks its plan again.
-            Some("generated") => outcome.handled.push((period, revision)),
-            Some("empty") if !backfill => outcome.handled.push((period, revision)),
+            Some("generated") => outcome.passed_over(period, revision),
+            Some("empty") if !backfill => outcome.passed_over(period, revision),
             _ => match policy_now.and_then(|now| applied.catch_up.skips(schedule, &slot, now)) {
                 None => {
                     let reason = backfill.then_some("backfill");
