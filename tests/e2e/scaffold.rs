@@ -30,7 +30,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn add_failing_test(from: &Path, to: &Path) {
     let test = std::fs::read_to_string(from).unwrap();
     assert!(test.contains("\"hello\""), "{test}");
-    std::fs::write(to, test.replace("\"hello\"", "\"hi\"").replace("records_each_slot_once", "records_what_is_not_so")).unwrap();
+    std::fs::write(to, test.replace("\"hello\"", "\"hi\"").replace("records_each_day_once", "records_what_is_not_so")).unwrap();
 }
 
 #[test]
@@ -64,7 +64,7 @@ fn almanac_new_makes_rust_and_python_projects_whose_own_tests_pass() {
         .current_dir(&rs));
     let report = text(&out);
     assert!(!out.status.success(), "{report}");
-    assert!(report.contains("test records_each_slot_once ... ok"), "{report}");
+    assert!(report.contains("test records_each_day_once ... ok"), "{report}");
     assert!(report.contains("test records_what_is_not_so ... FAILED") && report.contains("\"hi\""), "{report}");
 
     // Python: `pytest`, whose test builds the component with the project's build.sh.
