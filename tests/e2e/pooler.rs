@@ -108,3 +108,75 @@ async fn a_pooled_and_a_direct_host_share_one_process() {
     // A prepared statement through the pooler would have failed a batch: every job ran once.
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE attempts <> 1 OR last_error IS NOT NULL").await, 0);
 }
+
+/// The first fenced block of `lang` after `heading` in `page` of the book.
+fn book_block(page: &str, heading: &str, lang: &str) -> String {
+    let text = std::fs::read_to_string(crate::support::workspace().join("docs/src").join(page)).unwrap();
+    let section = &text[text.find(heading).unwrap_or_else(|| panic!("{heading} in {page}"))..];
+    let fence = format!("```{lang}\n");
+    let start = section.find(&fence).unwrap_or_else(|| panic!("a {lang} block under {heading}")) + fence.len();
+    section[start..start + section[start..].find("```").unwrap()].to_owned()
+}
+
+/// The book's PgBouncer recipe, run as the book gives it (only addresses, names and the
+/// port replaced): per-user pools, `auth_user` + `auth_query` through the SECURITY DEFINER
+/// lookup function, SCRAM from the clients. A CREATEROLE host and its plugin's login both
+/// authenticate through it, and the jobs run.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_books_pgbouncer_recipe_serves_a_host_and_its_plugin_logins() {
+    const HEADING: &str = "### PgBouncer, step by step";
+    let (sql, ini) = (book_block("operations/managed-postgres.md", HEADING, "sql"), book_block("operations/managed-postgres.md", HEADING, "ini"));
+    let id = std::process::id();
+    let (host, auth, database) = (format!("pool_host_{id}"), format!("pgb_auth_{id}"), format!("pooled_{id}"));
+    let admin = crate::support::connect(&cluster().url("postgres")).await;
+    admin.batch_execute(&format!("CREATE ROLE {host} LOGIN CREATEROLE PASSWORD 'host-secret'")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {database} OWNER {host}")).await.unwrap();
+    let direct = cluster().url(&database).replace("user=postgres", &format!("user={host}"));
+    let as_host = crate::support::connect(&direct).await;
+    as_host
+        .batch_execute(
+            "CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL DEFAULT 0); INSERT INTO accounts SELECT g, 0 FROM generate_series(1, 3) g",
+        )
+        .await
+        .unwrap();
+    // The book's SQL, as a superuser in the database.
+    let superuser = crate::support::connect(&cluster().url(&database)).await;
+    superuser.batch_execute(&sql.replace("pgbouncer_auth", &auth)).await.unwrap();
+
+    let dir = tempfile::Builder::new().prefix("almanac-pgbouncer-book-").tempdir().unwrap();
+    let port = Bouncer::free_port().unwrap();
+    let file = |name: &str| dir.path().join(name).display().to_string();
+    let ini = ini
+        .replace(
+            "app = host=db.example.com port=5432 dbname=app",
+            &format!("{database} = host={} port={} dbname={database}", cluster().socket_dir.display(), cluster().port),
+        )
+        .replace("listen_port = 6432", &format!("listen_port = {port}"))
+        .replace("/etc/pgbouncer/userlist.txt", &file("userlist.txt"))
+        .replace("pgbouncer_auth", &auth);
+    assert!(!ini.contains("example.com") && ini.contains("auth_query = SELECT usename, passwd FROM pgbouncer.get_auth($1)"), "{ini}");
+    // Where this machine keeps PgBouncer's files.
+    let ini = format!("{ini}unix_socket_dir =\nlogfile = {}\npidfile = {}\n", file("pgbouncer.log"), file("pgbouncer.pid"));
+    std::fs::write(dir.path().join("pgbouncer.ini"), ini).unwrap();
+    std::fs::write(dir.path().join("userlist.txt"), format!("\"{auth}\" \"change-me\"\n")).unwrap();
+    let pooled = format!("host=127.0.0.1 port={port} user={host} password=host-secret dbname={database}");
+    let bouncer = Bouncer::with_config(cluster(), dir.path(), port, pooled.clone()).await.expect("start pgbouncer");
+    // A superuser's secret is never handed out: the lookup refuses it.
+    let refused = tokio_postgres::connect(&format!("host=127.0.0.1 port={port} user=postgres password=x dbname={database}"), tokio_postgres::NoTls).await;
+    assert!(refused.is_err(), "a superuser logged in through the lookup");
+
+    let plugins = plugin_dir(&["daily_points"]);
+    let mut host_proc = HostProc::spawn_url(&pooled, plugins.path(), &["--pooler", "--direct-url", &direct], &[]);
+    host_proc.wait_log("plugin loaded", Duration::from_secs(60)).await;
+    as_host.batch_execute("INSERT INTO almanac.jobs (task, slot, key) SELECT 'daily-points', '2026-03-07T16:00:00Z', id::text FROM accounts").await.unwrap();
+    crate::support::wait_for("three jobs done", Duration::from_secs(60), || async {
+        as_host.query_one("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", &[]).await.unwrap().get::<_, i64>(0) == 3
+    })
+    .await;
+    host_proc.stop().await;
+    assert_eq!(as_host.query_one("SELECT count(*) FROM accounts WHERE points = 10", &[]).await.unwrap().get::<_, i64>(0), 3);
+    // The plugin's statements came through PgBouncer as its own login: a pool of its own.
+    let login = almanac::login::login_name("daily-points", &database);
+    let log = bouncer.log();
+    assert!(log.contains(&format!("user={login}")) && log.contains(&format!("user={host}")), "{log}");
+}

@@ -14,13 +14,15 @@ pub struct Bouncer {
     pub port: u16,
     dir: PathBuf,
     as_postgres: bool,
+    /// A connection string through it that answers once it is up.
+    probe: String,
 }
 
 impl Bouncer {
     /// Every database of `cluster`, pooled per transaction, with its files in `dir`.
     pub async fn start(cluster: &Cluster, dir: &Path) -> Result<Bouncer, ClusterError> {
         std::fs::create_dir_all(dir)?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = Bouncer::free_port()?;
         let path = |name: &str| dir.join(name).display().to_string();
         std::fs::write(
             dir.join("pgbouncer.ini"),
@@ -36,9 +38,25 @@ impl Bouncer {
             ),
         )?;
         std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n")?;
+        let probe = format!("host=127.0.0.1 port={port} user=postgres dbname=postgres");
+        Bouncer::launch(cluster, dir, port, probe).await
+    }
+
+    /// A PgBouncer configured by `dir/pgbouncer.ini` as the caller wrote it (its files,
+    /// `listen_port = port`), up once a query through `probe` answers.
+    pub async fn with_config(cluster: &Cluster, dir: &Path, port: u16, probe: String) -> Result<Bouncer, ClusterError> {
+        Bouncer::launch(cluster, dir, port, probe).await
+    }
+
+    /// A free loopback port for a PgBouncer.
+    pub fn free_port() -> Result<u16, ClusterError> {
+        Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    }
+
+    async fn launch(cluster: &Cluster, dir: &Path, port: u16, probe: String) -> Result<Bouncer, ClusterError> {
         // PgBouncer refuses to run as root, as the server does.
         cluster.own(dir)?;
-        let mut bouncer = Bouncer { child: None, port, dir: dir.to_owned(), as_postgres: cluster.as_postgres };
+        let mut bouncer = Bouncer { child: None, port, dir: dir.to_owned(), as_postgres: cluster.as_postgres, probe };
         bouncer.spawn().await?;
         Ok(bouncer)
     }
@@ -97,7 +115,7 @@ impl Bouncer {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 return Err(ClusterError::Command { command: "pgbouncer".into(), detail: format!("exited with {status}; log:\n{}", self.log()) });
             }
-            if let Ok((client, connection)) = tokio_postgres::connect(&self.url("postgres"), tokio_postgres::NoTls).await {
+            if let Ok((client, connection)) = tokio_postgres::connect(&self.probe, tokio_postgres::NoTls).await {
                 tokio::spawn(connection);
                 if client.simple_query("SELECT 1").await.is_ok() {
                     return Ok(());
