@@ -178,7 +178,7 @@ async fn a_plugin_built_for_wit_0_2_0_still_loads_and_runs() {
     host.stop().await;
     // Each published version's WIT file, as published (SHA-256 of the file).
     use sha2::Digest;
-    for (version, digest) in [("0.1.0", PUBLISHED_0_1_0), ("0.2.0", PUBLISHED_0_2_0)] {
+    for (version, digest) in [("0.1.0", PUBLISHED_0_1_0), ("0.2.0", PUBLISHED_0_2_0), ("0.3.0", PUBLISHED_0_3_0)] {
         let text = std::fs::read(crate::support::workspace().join(format!("wit/{version}/almanac.wit"))).unwrap();
         assert_eq!(hex::encode(sha2::Sha256::digest(&text)), digest, "wit/{version}/almanac.wit changed: a published version never does");
     }
@@ -186,3 +186,5 @@ async fn a_plugin_built_for_wit_0_2_0_still_loads_and_runs() {
 
 const PUBLISHED_0_1_0: &str = "4870efe681ff48334acee9df449cd3bc1e5512fa87405b1b442798be477fe505";
 const PUBLISHED_0_2_0: &str = "1511907e1476df41c079c4e11fbdc76cc4ac53bffb4201a46ca336d098750e35";
+/// As landed with business calendars (issue 42); wit/almanac.wit is its text until 0.4.0.
+const PUBLISHED_0_3_0: &str = "5752f8cce5ba27b3d5b75f7abcc782836a22a66852e0c34e7ae50e800071a6be";
