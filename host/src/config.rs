@@ -20,6 +20,8 @@
 //!                             # "modified-following" | "preceding" | "modified-preceding"
 //!                             # | "skip" (the default) for the cron's own days
 //!
+//! after = ["usage-rollup"]    # its jobs of a period wait until these tasks' jobs of the
+//!                             # same period are done (same period unit; default: none)
 //! expect_jobs = true          # every period should have jobs: a plan that returns none
 //!                             # is reported (default: true with business_day)
 //!
@@ -113,6 +115,7 @@ struct TaskOverride {
     business_day: Option<i32>,
     roll: Option<String>,
     expect_jobs: Option<bool>,
+    after: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     settings: BTreeMap<Spanned<String>, Spanned<String>>,
 }
@@ -130,6 +133,9 @@ pub struct TaskSettings {
     pub period: Option<crate::calendar::Period>,
     /// Every period should have jobs (None: [`crate::task::default_expect_jobs`]).
     pub expect_jobs: Option<bool>,
+    /// The tasks whose jobs of a period must be done before this task's jobs of the same
+    /// period are claimed (`after = [...]`), sorted.
+    pub after: Vec<String>,
     /// Every setting the task declares, with the operator's value or its default.
     pub values: Settings,
 }
@@ -194,7 +200,25 @@ impl Config {
             Some(p) => Some(p.get_ref().parse().or_else(|e| self.invalid(p.span(), e))?),
             None => None,
         };
-        Ok(TaskSettings { start_at, paused: o.paused, horizon, period, expect_jobs: o.expect_jobs, values })
+        let after = match &o.after {
+            Some(a) if spec.schedule.is_none() => {
+                return self.invalid(
+                    a.span(),
+                    format!("task {:?} runs on demand: it has no periods of its own to wait in (after applies to scheduled tasks)", spec.name),
+                );
+            }
+            Some(a) => {
+                let mut tasks = a.get_ref().clone();
+                if let Some(bad) = tasks.iter().find(|t| **t == spec.name || t.is_empty()) {
+                    return self.invalid(a.span(), format!("after: task {bad:?} cannot come after itself (or a task with no name)"));
+                }
+                tasks.sort();
+                tasks.dedup();
+                tasks
+            }
+            None => Vec::new(),
+        };
+        Ok(TaskSettings { start_at, paused: o.paused, horizon, period, expect_jobs: o.expect_jobs, after, values })
     }
 
     /// The task's holiday calendars and business rule, on its schedule.

@@ -10,6 +10,7 @@ mod catalogue;
 mod changes;
 mod confinement;
 mod core;
+mod dependencies;
 mod dryrun;
 mod failover;
 mod faults;

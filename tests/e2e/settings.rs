@@ -159,23 +159,26 @@ async fn a_plugin_built_for_wit_0_1_0_still_loads_and_runs() {
     host.stop().await;
 }
 
-/// A component built against almanac:plugin@0.2.0 (kept as a binary: it declares its
-/// settings but no calls) loads and runs unchanged beside 0.3.0 plugins, and the
-/// published WIT files are the ones it was built against, byte for byte.
+/// Components built against almanac:plugin@0.2.0 (kept as a binary: it declares its
+/// settings but no calls) and 0.3.0 (kept likewise, for when a newer version is current)
+/// load and run unchanged beside current plugins, and the published WIT files are the
+/// ones they were built against, byte for byte.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_plugin_built_for_wit_0_2_0_still_loads_and_runs() {
-    let db = TestDb::new().await;
-    db.accounts(3).await;
-    let plugins = plugin_dir(&["fixture_permanent"]);
-    let old = crate::support::workspace().join("tests/fixtures/wit-0.2.0/daily_points.wasm");
-    std::fs::copy(&old, plugins.path().join("daily_points.wasm")).unwrap();
-    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
-    db.enqueue("daily-points", "2026-03-07T16:00:00Z", &["1", "2", "3"]).await;
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 3, Duration::from_secs(30)).await;
-    assert_eq!(points(&db).await, vec![10, 10, 10]);
-    let calls: serde_json::Value = db.client.query_one("SELECT calls FROM almanac.plugins WHERE name = 'daily-points'", &[]).await.unwrap().get(0);
-    assert_eq!(calls, serde_json::json!([]), "a 0.2.0 plugin declares no calls");
-    host.stop().await;
+async fn plugins_built_for_older_wit_versions_still_load_and_run() {
+    for version in ["0.2.0", "0.3.0"] {
+        let db = TestDb::new().await;
+        db.accounts(3).await;
+        let plugins = plugin_dir(&["fixture_permanent"]);
+        let old = crate::support::workspace().join(format!("tests/fixtures/wit-{version}/daily_points.wasm"));
+        std::fs::copy(&old, plugins.path().join("daily_points.wasm")).unwrap();
+        let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+        db.enqueue("daily-points", "2026-03-07T16:00:00Z", &["1", "2", "3"]).await;
+        db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 3, Duration::from_secs(30)).await;
+        assert_eq!(points(&db).await, vec![10, 10, 10], "{version}");
+        let calls: serde_json::Value = db.client.query_one("SELECT calls FROM almanac.plugins WHERE name = 'daily-points'", &[]).await.unwrap().get(0);
+        assert_eq!(calls, serde_json::json!([]), "a {version} daily-points declares no calls");
+        host.stop().await;
+    }
     // Each published version's WIT file, as published (SHA-256 of the file).
     use sha2::Digest;
     for (version, digest) in [("0.1.0", PUBLISHED_0_1_0), ("0.2.0", PUBLISHED_0_2_0), ("0.3.0", PUBLISHED_0_3_0)] {

@@ -289,7 +289,13 @@ async fn claim_plan(client: &tokio_postgres::Client) -> anyhow::Result<String> {
     let source: String = client.query_one("SELECT prosrc FROM pg_proc WHERE oid = 'almanac_job.claim'::regproc", &[]).await?.get(0);
     let body =
         source.split("RETURN QUERY").nth(1).and_then(|b| b.rsplit_once("END")).map(|(b, _)| b.trim().trim_end_matches(';')).context("the claim's body")?;
-    let statement = body.replace("= mine", "= $1").replace(">= floor", ">= '-infinity'").replace("LIMIT batch", "LIMIT 1").replace("= digest", "= $2");
+    // A task without dependencies (`after`, V25): what the bench's daily-points is.
+    let statement = body
+        .replace("= mine", "= $1")
+        .replace(">= floor", ">= '-infinity'")
+        .replace("LIMIT batch", "LIMIT 1")
+        .replace("= digest", "= $2")
+        .replace("deps", "'{}'::text[]");
     client
         .batch_execute("BEGIN; SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; SET LOCAL enable_sort = off")
         .await?;

@@ -72,7 +72,16 @@ pub async fn plan(database: &super::database::Database, data_dir: &std::path::Pa
     }
     let tried = dryrun::plan((&pool, &logins), &runtime, &plugin, slot, args.limit, args.source.commit).await?;
     println!("plan {} slot {} (at most {} keys)", plugin.name(), slot.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true), args.limit);
-    Ok(report(&tried, Some(args.limit)))
+    let code = report(&tried, Some(args.limit));
+    // The tasks it comes after, and whether this period's jobs would wait for them now.
+    let conn = pool.get().await?;
+    if let Some(stored) = almanac::scheduler::operate::schedule_of(&**conn, plugin.name()).await?.filter(|s| !s.after.is_empty()) {
+        let period = plugin.applied().period_label(slot);
+        let waiting = !almanac::scheduler::operate::unsettled(&**conn, &stored.after, std::slice::from_ref(&period)).await?.is_empty();
+        let now = if waiting { "its jobs would wait: not all of them have settled it yet" } else { "they have settled it: its jobs would run" };
+        println!("runs after {} in period {period}: {now}", stored.after.join(", "));
+    }
+    Ok(code)
 }
 
 pub async fn scratch(data_dir: &std::path::Path, name: &str) -> anyhow::Result<ExitCode> {

@@ -66,6 +66,7 @@ fn utc(t: DateTime<Utc>) -> String {
 
 pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path, args: SlotsArgs) -> anyhow::Result<ExitCode> {
     let mut ledger = None;
+    let mut after: Vec<String> = Vec::new();
     let (schedule, unit) = match (&args.task, &args.cron, &args.zone) {
         (None, Some(cron), Some(zone)) => {
             let schedule = args.business.schedule(cron, zone)?;
@@ -83,6 +84,7 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
             let schedule = stored.schedule().map_err(anyhow::Error::msg)?;
             let schedule = schedule.with_context(|| format!("task {task:?} runs on demand: it has no slots to preview"))?;
             let unit = scheduler::operate::period_of(&client, task).await?.unwrap_or_else(|| schedule.default_period());
+            after = stored.after.clone();
             ledger = Some((client, _conn, task.clone()));
             (schedule, unit)
         }
@@ -107,18 +109,27 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
         }
     }
     let known: HashMap<String, scheduler::operate::Period> = rows.into_iter().map(|p| (p.period.clone(), p)).collect();
+    // Periods whose jobs wait for the tasks this one comes after.
+    let waiting = match (&ledger, after.is_empty()) {
+        (Some((client, _, _)), false) => scheduler::operate::unsettled(client, &after, &periods).await?,
+        _ => Default::default(),
+    };
+    let waits = |period: &str| if waiting.contains(period) { format!("; its jobs wait for {}", after.join(", ")) } else { String::new() };
     let state = |slot: &almanac::calendar::Slot, period: &str| -> Option<String> {
         ledger.as_ref()?;
         let Some(p) = known.get(period) else { return Some("-".into()) };
         let revision = p.revision.map_or_else(|| "revision unknown".to_owned(), |r| format!("revision {r}"));
         Some(match p.status.as_str() {
-            "generated" if p.slot != slot.start => format!("generated at {} ({revision}, an older calendar)", utc(p.slot)),
-            "generated" => format!("generated ({revision})"),
+            "generated" if p.slot != slot.start => format!("generated at {} ({revision}, an older calendar){}", utc(p.slot), waits(period)),
+            "generated" => format!("generated ({revision}){}", waits(period)),
             "empty" => format!("empty: its plan returned no keys ({revision})"),
             "skipped" => format!("skipped: {}", p.reason.as_deref().unwrap_or("-")),
-            other => format!("{other} (keyed at {})", utc(p.slot)),
+            other => format!("{other} (keyed at {}){}", utc(p.slot), waits(period)),
         })
     };
+    if !args.json && !after.is_empty() {
+        println!("runs after: {} (a period's jobs wait until theirs of the same period are done)", after.join(", "));
+    }
     if !args.json {
         let (local, period) = (format!("LOCAL ({zone})"), format!("PERIOD ({unit})"));
         let head = format!("{local:<28} {:<22} {:>9}  {period}", "UTC", "LENGTH");
@@ -470,7 +481,7 @@ pub async fn backfill(database: &super::database::Database, data_dir: &std::path
     let Some(schedule) = &plugin.spec.schedule else {
         bail!("{} runs on demand: it has no slots to backfill; enqueue its jobs (almanac.enqueue, `almanac enqueue`)", args.task);
     };
-    if let Some(stored) = scheduler::operate::schedule_of(&*host.pool.get().await?, &args.task).await? {
+    if let Some(stored) = scheduler::operate::schedule_of(&**host.pool.get().await?, &args.task).await? {
         let (cron, zone) = (&stored.cron, &stored.zone);
         let source = |s: &Schedule| s.business_source().cloned();
         let stored_source = stored.schedule().ok().flatten().as_ref().and_then(source);

@@ -34,6 +34,7 @@ const FORGOTTEN_PERIOD: &str = include_str!("forgotten_period.sql");
 const ADOPT_SETTINGS: &str = include_str!("adopt_settings.sql");
 const ADD_SETTINGS: &str = include_str!("add_settings.sql");
 const REVISIONS: &str = include_str!("revisions.sql");
+const AFTER_PERIODS: &str = include_str!("after_periods.sql");
 
 /// Slots of the new schedule walked at most to find where it takes over.
 const MAX_WALK: usize = 1_000_000;
@@ -54,6 +55,9 @@ pub struct Record {
     pub business: Option<String>,
     /// Every period should have jobs.
     pub expect_jobs: bool,
+    /// The tasks whose jobs of a period come first (sorted).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<String>,
     /// Values, and digests of secrets ([`crate::capability::config::Settings::shown`]).
     pub settings: BTreeMap<String, String>,
 }
@@ -70,6 +74,7 @@ impl Record {
             period: declared_period(spec, settings).to_string(),
             business: spec.schedule.as_ref().and_then(Schedule::business).map(Business::summary),
             expect_jobs: settings.expect_jobs.unwrap_or_else(|| crate::task::default_expect_jobs(spec)),
+            after: settings.after.clone(),
             settings: settings.values.shown(&spec.name),
         }
     }
@@ -86,6 +91,7 @@ impl Record {
             period: row.get(8),
             business: row.get::<_, Option<serde_json::Value>>(11).map(|b| source_of(b).map_or_else(|e| format!("(unreadable: {e})"), |s| s.summary())),
             expect_jobs: row.get(12),
+            after: row.get(13),
             settings: serde_json::from_value(settings).unwrap_or_default(),
         }
     }
@@ -101,6 +107,7 @@ impl Record {
             ("period", self.period.clone(), to.period.clone()),
             ("business", self.business.clone().unwrap_or_else(|| "(none)".into()), to.business.clone().unwrap_or_else(|| "(none)".into())),
             ("expect_jobs", self.expect_jobs.to_string(), to.expect_jobs.to_string()),
+            ("after", format!("[{}]", self.after.join(", ")), format!("[{}]", to.after.join(", "))),
         ];
         let mut diff: Vec<String> = fields.iter().filter(|(_, a, b)| a != b).map(|(name, a, b)| format!("{name} {a:?} -> {b:?}")).collect();
         let names: std::collections::BTreeSet<&String> = self.settings.keys().chain(to.settings.keys()).collect();
@@ -207,6 +214,7 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
                 &declared.period,
                 &declared_source(spec),
                 &declared.expect_jobs,
+                &declared.after,
             ],
         )
         .await?;
@@ -280,6 +288,25 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
     Ok(None)
 }
 
+/// A task comes only after tasks of its own period unit: periods are matched by name, so
+/// a daily task after a monthly one would wait forever. A task not registered yet is
+/// checked when it is (its own `apply`).
+async fn check_after(client: &impl Sql, task: &str, declared: &Record) -> Result<(), ApplyError> {
+    if declared.after.is_empty() {
+        return Ok(());
+    }
+    for row in client.rows(AFTER_PERIODS, &[&declared.after]).await? {
+        let (other, period): (String, String) = (row.get(0), row.get(1));
+        if period != declared.period {
+            return Err(ApplyError::Invalid(format!(
+                "{task:?} comes after {other:?}, whose periods are a {period}'s while its own are a {}'s: a task waits only for a task of its own period unit",
+                declared.period
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The settings `declared` has and `stored` lacks, when that is the whole difference and
 /// each is at the default the plugin declares: a new version's new settings, which every
 /// host running it holds alike and so are taken without `almanac apply`.
@@ -343,6 +370,7 @@ pub async fn apply(
     period_from: Option<chrono::NaiveDate>,
 ) -> Result<Applied, ApplyError> {
     let declared = Record::declared(spec, settings);
+    check_after(tx, &spec.name, &declared).await?;
     let Some(row) = tx.opt(&format!("{STORED_SCHEDULE} FOR UPDATE"), &[&spec.name]).await? else {
         register(tx, spec, settings, reason.unwrap_or("almanac apply")).await.map_err(|e| match e {
             RegisterError::Db(e) => ApplyError::Db(e),
@@ -407,6 +435,7 @@ pub async fn apply(
                 &period_before,
                 &declared_source(spec),
                 &declared.expect_jobs,
+                &declared.after,
             ],
         )
         .await?

@@ -18,6 +18,7 @@ const SET_HELD: &str = include_str!("set_held.sql");
 const SET_CURSOR: &str = include_str!("set_cursor.sql");
 const FORGET: &str = include_str!("forget.sql");
 const LIST_CHANGES: &str = include_str!("list_changes.sql");
+const UNSETTLED: &str = include_str!("unsettled.sql");
 
 /// One row of `almanac.schedules`.
 #[derive(Debug, Clone)]
@@ -40,11 +41,13 @@ impl ScheduleRow {
     }
 }
 
-/// One task's stored schedule: cron (None: on demand), zone, business calendar source.
+/// One task's stored schedule: cron (None: on demand), zone, business calendar source,
+/// and the tasks whose jobs of a period come first (`after`).
 pub struct Stored {
     pub cron: Option<String>,
     pub zone: String,
     pub business: Option<serde_json::Value>,
+    pub after: Vec<String>,
 }
 
 impl Stored {
@@ -56,8 +59,14 @@ impl Stored {
 }
 
 /// The stored schedule of `task`, if it is registered.
-pub async fn schedule_of(client: &Client, task: &str) -> Result<Option<Stored>, tokio_postgres::Error> {
-    Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| Stored { cron: r.get(0), zone: r.get(1), business: r.get(2) }))
+pub async fn schedule_of(client: &impl Sql, task: &str) -> Result<Option<Stored>, tokio_postgres::Error> {
+    Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| Stored { cron: r.get(0), zone: r.get(1), business: r.get(2), after: r.get(3) }))
+}
+
+/// Which of `periods` the tasks of `after` have not settled yet (almanac.settled, V25):
+/// a job of those periods waits.
+pub async fn unsettled(client: &impl Sql, after: &[String], periods: &[String]) -> Result<std::collections::HashSet<String>, tokio_postgres::Error> {
+    Ok(client.rows(UNSETTLED, &[&after, &periods]).await?.iter().map(|r| r.get(0)).collect())
 }
 
 /// How far back a backfill of `task` may reach, if it is registered.

@@ -1,0 +1,67 @@
+//! Dependencies between scheduled tasks of one period (`after = [...]`): a task's jobs of
+//! a period are claimed only once the tasks it comes after have settled that period, as
+//! the claim itself checks (V25); `slots` and `plan` say so.
+use std::time::Duration;
+
+use crate::support::{almanac, plugin_dir, HostProc, TestDb};
+
+const SLOT: &str = "2026-01-01T00:00:00Z";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_runs_a_periods_jobs_only_after_the_task_it_comes_after() {
+    let db = TestDb::new().await;
+    db.sleeper(0.0).await;
+    let files = tempfile::tempdir().unwrap();
+    let config = files.path().join("almanac.toml");
+    std::fs::write(&config, "[tasks.fixture-gate]\nafter = [\"fixture-sleeper\"]\n").unwrap();
+    let config = config.display().to_string();
+    let plugins = plugin_dir(&["fixture_sleeper", "fixture_gate", "fixture_permanent"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--config", &config]);
+    db.wait_count("SELECT count(*) FROM almanac.schedules WHERE task IN ('fixture-sleeper', 'fixture-gate', 'fixture-permanent')", 3, Duration::from_secs(30))
+        .await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.schedules WHERE task = 'fixture-gate' AND after = '{fixture-sleeper}'").await, 1);
+    db.client.batch_execute("INSERT INTO fixture_gate VALUES (1, 0)").await.unwrap();
+
+    // The roll-up is held: its job of 2026 waits, and so does the gate's of 2026.
+    let (code, out, err) = almanac(&db.url, &["hold", "fixture-sleeper", "--reason", "roll-up late"]);
+    assert_eq!(code, 0, "{out}{err}");
+    for (task, key) in [("fixture-sleeper", "s1"), ("fixture-gate", "g1")] {
+        db.client.execute("SELECT almanac.enqueue($1, $2::text::timestamptz, $3)", &[&task, &SLOT, &key]).await.unwrap();
+    }
+    // A job of a task without dependencies, enqueued after them, runs through: the
+    // workers have polled since, and the gate's job is still pending.
+    db.client.execute("SELECT almanac.enqueue('fixture-permanent', $1::text::timestamptz, 'p1')", &[&SLOT]).await.unwrap();
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'p1' AND status = 'failed'", 1, Duration::from_secs(30)).await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'g1' AND status = 'pending' AND attempts = 0").await, 1);
+    let (code, out, err) = almanac(&db.url, &["slots", "fixture-gate", "--from", "2026-01-01", "--to", "2026-01-02"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("runs after: fixture-sleeper") && out.contains("its jobs wait for fixture-sleeper"), "{out}");
+    let (code, out, err) = almanac(&db.url, &["plan", "fixture-gate", "--slot", SLOT, "--plugins", &plugins.path().display().to_string(), "--config", &config]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("runs after fixture-sleeper in period 2026: its jobs would wait"), "{out}");
+
+    // Released, the roll-up runs, then the gate.
+    let (code, out, err) = almanac(&db.url, &["release", "fixture-sleeper"]);
+    assert_eq!(code, 0, "{out}{err}");
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'g1' AND status = 'done'", 1, Duration::from_secs(30)).await;
+    let order = "SELECT (SELECT completed_at FROM almanac.jobs WHERE key = 's1') < (SELECT completed_at FROM almanac.jobs WHERE key = 'g1')";
+    assert!(db.client.query_one(order, &[]).await.unwrap().get::<_, bool>(0), "the gate ran after the roll-up");
+    let (_, out, _) = almanac(&db.url, &["slots", "fixture-gate", "--from", "2026-01-01", "--to", "2026-01-02"]);
+    assert!(!out.contains("its jobs wait"), "{out}");
+    host.stop().await;
+
+    // after is part of the applied schedule: a file without it disagrees until applied.
+    let (code, out, err) = almanac(&db.url, &["apply", "--plugins", &plugins.path().display().to_string(), "--dry-run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("fixture-gate: would change: after \"[fixture-sleeper]\" -> \"[]\""), "{out}");
+    // Periods are matched by name: a task waits only for one of its own period unit.
+    let other = files.path().join("minutely.toml");
+    std::fs::write(&other, "[tasks.fixture-minutely]\nafter = [\"fixture-gate\"]\n").unwrap();
+    let folder = plugin_dir(&["fixture_minutely"]);
+    let (code, out, err) =
+        almanac(&db.url, &["apply", "--plugins", &folder.path().display().to_string(), "--config", &other.display().to_string(), "--dry-run"]);
+    assert!(
+        code == 1 && err.contains("\"fixture-minutely\" comes after \"fixture-gate\", whose periods are a year's while its own are a slot's"),
+        "{out}{err}"
+    );
+}
