@@ -16,12 +16,13 @@ ALTER TABLE almanac.changes VALIDATE CONSTRAINT changes_action_check;
 CREATE INDEX changes_topic ON almanac.changes (topic, id) WHERE topic IS NOT NULL;
 
 -- The tasks the caller may enqueue into (NULL: all). The host's own role (the owner of
--- schema almanac, which runs `almanac enqueue`: the operator's door) may enqueue into
--- every task without a grant, as a member of almanac_client may.
+-- schema almanac, which runs `almanac enqueue`: the operator's door, or a role that has
+-- its privileges) may enqueue into every task without a grant, as a member of
+-- almanac_client may.
 CREATE OR REPLACE FUNCTION almanac.enqueue_tasks() RETURNS text[]
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
     SELECT CASE WHEN pg_catalog.pg_has_role(session_user, 'almanac_client', 'MEMBER')
-                  OR pg_catalog.pg_has_role(session_user, (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'almanac'), 'MEMBER')
+                  OR pg_catalog.pg_has_role(session_user, (SELECT n.nspowner FROM pg_catalog.pg_namespace n WHERE n.nspname = 'almanac'), 'USAGE')
                 THEN NULL
                 ELSE coalesce((SELECT array_agg(DISTINCT g.task ORDER BY g.task) FROM almanac.enqueue_grants g
                                WHERE pg_catalog.pg_has_role(session_user, g.grantee, 'MEMBER')), '{}') END

@@ -1,8 +1,8 @@
 -- Dependencies between scheduled tasks of one period (`after = ["usage-rollup"]` in
 -- almanac.toml, applied like the cron): a job of the task is claimable only once each
--- task it comes after has settled the same period: its ledger holds the period
--- (generated, empty, skipped by its policy, or enqueued) and none of that period's jobs
--- is pending or failed. A failed roll-up holds the invoices back until it is retried and
+-- task it comes after has settled the same period: its scheduler has handled the period
+-- (generated, empty, or skipped by its policy; jobs merely enqueued into a period before
+-- it was generated do not count) and none of that period's jobs is pending or failed. A failed roll-up holds the invoices back until it is retried and
 -- done, or discarded. The check is in the claim, as the hold's is: no host of any version
 -- that claims through these functions starts a job early. Checked through the ledger's
 -- slot and the jobs' primary key, so a task without dependencies pays one column read.
@@ -13,7 +13,7 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
     SELECT NOT EXISTS (
         SELECT 1
         FROM unnest(tasks) AS d(task)
-        LEFT JOIN almanac.slots l ON l.task = d.task AND l.period = settled.period
+        LEFT JOIN almanac.slots l ON l.task = d.task AND l.period = settled.period AND l.status IN ('generated', 'empty', 'skipped')
         WHERE l.task IS NULL
            OR EXISTS (SELECT 1 FROM almanac.jobs x WHERE x.task = l.task AND x.slot = l.slot AND x.status IN ('pending', 'failed')))
 $$;

@@ -31,10 +31,11 @@ const HELD_SCHEMAS: &str = "SELECT pg_catalog.quote_ident(n.nspname::text) FROM 
 const RESOLVE_TABLE: &str = "SELECT c.oid::regclass::text, n.nspname::text, c.relowner = (SELECT oid FROM pg_roles WHERE rolname = $2)
      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE c.oid = pg_catalog.to_regclass($1) AND c.relkind IN ('r', 'p', 'v', 'm', 'f')";
-/// Sequences behind a table's serial or identity columns: writers need them.
+/// Sequences behind a table's serial columns: writers need USAGE on them (an identity
+/// column's sequence needs none: its values are drawn without a privilege check).
 const OWNED_SEQUENCES: &str =
     "SELECT pg_catalog.format('%I.%I', n.nspname, s.relname) FROM pg_depend d JOIN pg_class s ON s.oid = d.objid JOIN pg_namespace n ON n.oid = s.relnamespace
-     WHERE d.classid = 'pg_class'::regclass AND d.refobjid = pg_catalog.to_regclass($1) AND s.relkind = 'S' AND d.deptype IN ('a', 'i')";
+     WHERE d.classid = 'pg_class'::regclass AND d.refobjid = pg_catalog.to_regclass($1) AND s.relkind = 'S' AND d.deptype = 'a'";
 
 /// Whether the host's role may pass privilege $3 on object $2 (a `table`, `sequence` or
 /// `schema`, $1) on: it holds it WITH GRANT OPTION (an owner does); and the object's
@@ -340,8 +341,14 @@ pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &
         .await?;
     for schema in schemas_of(writable) {
         let privileges = if tx.one(PUBLIC_USAGE, &[&schema]).await?.get(0) { "CREATE" } else { "USAGE, CREATE" };
-        check_grantable(tx, "schema", &schema, privileges, role).await?;
-        tx.batch_execute(&format!("GRANT {privileges} ON SCHEMA {} TO {grantee}", quote_ident(&schema))).await?;
+        // What the host cannot pass on is not passed: a setup that needs it there fails
+        // saying so (run_setup); one that creates nothing in this schema (it writes a
+        // table of it that exists) needs nothing, and PUBLIC may hold CREATE anyway.
+        match check_grantable(tx, "schema", &schema, privileges, role).await {
+            Ok(()) => tx.batch_execute(&format!("GRANT {privileges} ON SCHEMA {} TO {grantee}", quote_ident(&schema))).await?,
+            Err(AccessError::Grant { .. }) => tracing::debug!(%schema, "the host's role cannot pass CREATE on: left to the setup"),
+            Err(e) => return Err(e),
+        }
     }
     Ok(())
 }
@@ -357,7 +364,16 @@ pub async fn run_setup(session: &(impl GenericClient + Sql), role: &str, stateme
         session.batch_execute(statement).await.map_err(|e| {
             let mut reason = crate::db::error_chain(&e);
             if let Some(db) = e.as_db_error().filter(|d| d.code().code() == "42501") {
-                reason = format!("{reason} ({})", crate::db::refusal::plugin_hint(db.message(), statement, role));
+                let hint = match db.message().strip_prefix("permission denied for schema ") {
+                    Some(schema) => format!(
+                        "its setup creates objects in schema {schema}, and the host's role holds no CREATE there it may pass on: as the \
+                         schema's owner, run GRANT CREATE ON SCHEMA {} TO <the host's role> WITH GRANT OPTION; (`almanac grants --plugins DIR` \
+                         prints it)",
+                        quote_ident(schema)
+                    ),
+                    None => crate::db::refusal::plugin_hint(db.message(), statement, role),
+                };
+                reason = format!("{reason} ({hint})");
             }
             AccessError::Setup { statement: crate::text::clip(statement.clone(), 200), role: role.to_owned(), reason }
         })?;

@@ -13,7 +13,9 @@ async fn a_task_runs_a_periods_jobs_only_after_the_task_it_comes_after() {
     db.sleeper(0.0).await;
     let files = tempfile::tempdir().unwrap();
     let config = files.path().join("almanac.toml");
-    std::fs::write(&config, "[tasks.fixture-gate]\nafter = [\"fixture-sleeper\"]\n").unwrap();
+    // Both start before their 2026 slot: their schedulers handle the period at once.
+    let start = "start_at = \"2025-12-31T00:00:00Z\"\n";
+    std::fs::write(&config, format!("[tasks.fixture-sleeper]\n{start}[tasks.fixture-gate]\n{start}after = [\"fixture-sleeper\"]\n")).unwrap();
     let config = config.display().to_string();
     let plugins = plugin_dir(&["fixture_sleeper", "fixture_gate", "fixture_permanent"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--config", &config]);
@@ -21,6 +23,7 @@ async fn a_task_runs_a_periods_jobs_only_after_the_task_it_comes_after() {
         .await;
     assert_eq!(db.count("SELECT count(*) FROM almanac.schedules WHERE task = 'fixture-gate' AND after = '{fixture-sleeper}'").await, 1);
     db.client.batch_execute("INSERT INTO fixture_gate VALUES (1, 0)").await.unwrap();
+    db.wait_count("SELECT count(*) FROM almanac.slots WHERE period = '2026' AND status IN ('generated', 'empty')", 2, Duration::from_secs(30)).await;
 
     // The roll-up is held: its job of 2026 waits, and so does the gate's of 2026.
     let (code, out, err) = almanac(&db.url, &["hold", "fixture-sleeper", "--reason", "roll-up late"]);
@@ -64,4 +67,15 @@ async fn a_task_runs_a_periods_jobs_only_after_the_task_it_comes_after() {
         code == 1 && err.contains("\"fixture-minutely\" comes after \"fixture-gate\", whose periods are a year's while its own are a slot's"),
         "{out}{err}"
     );
+    // A task no host registered, and a circle, are refused too.
+    for (toml, refusal) in [
+        ("[tasks.fixture-sleeper]\nafter = [\"no-such-task\"]\n", "\"fixture-sleeper\" comes after \"no-such-task\", which no host has registered"),
+        ("[tasks.fixture-sleeper]\nafter = [\"fixture-gate\"]\n", "\"fixture-sleeper\" comes after \"fixture-gate\", which comes after \"fixture-sleeper\""),
+    ] {
+        std::fs::write(&other, toml).unwrap();
+        let folder = plugin_dir(&["fixture_sleeper"]);
+        let (code, out, err) =
+            almanac(&db.url, &["apply", "--plugins", &folder.path().display().to_string(), "--config", &other.display().to_string(), "--dry-run"]);
+        assert!(code == 1 && err.contains(refusal), "{out}{err}");
+    }
 }

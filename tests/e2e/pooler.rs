@@ -141,7 +141,7 @@ async fn the_books_pgbouncer_recipe_serves_a_host_and_its_plugin_logins() {
         .unwrap();
     // The book's SQL, as a superuser in the database.
     let superuser = crate::support::connect(&cluster().url(&database)).await;
-    superuser.batch_execute(&sql.replace("pgbouncer_auth", &auth)).await.unwrap();
+    superuser.batch_execute(&sql.replace("pgbouncer_auth", &auth).replace("'almanac_host'", &format!("'{host}'"))).await.unwrap();
 
     let dir = tempfile::Builder::new().prefix("almanac-pgbouncer-book-").tempdir().unwrap();
     let port = Bouncer::free_port().unwrap();
@@ -161,9 +161,14 @@ async fn the_books_pgbouncer_recipe_serves_a_host_and_its_plugin_logins() {
     std::fs::write(dir.path().join("userlist.txt"), format!("\"{auth}\" \"change-me\"\n")).unwrap();
     let pooled = format!("host=127.0.0.1 port={port} user={host} password=host-secret dbname={database}");
     let bouncer = Bouncer::with_config(cluster(), dir.path(), port, pooled.clone()).await.expect("start pgbouncer");
-    // A superuser's secret is never handed out: the lookup refuses it.
-    let refused = tokio_postgres::connect(&format!("host=127.0.0.1 port={port} user=postgres password=x dbname={database}"), tokio_postgres::NoTls).await;
-    assert!(refused.is_err(), "a superuser logged in through the lookup");
+    // No other role's secret is handed out: the lookup refuses a superuser and an
+    // ordinary role alike.
+    admin.batch_execute(&format!("CREATE ROLE other_{id} LOGIN PASSWORD 'other-secret'")).await.unwrap();
+    for user in ["postgres".to_owned(), format!("other_{id}")] {
+        let refused =
+            tokio_postgres::connect(&format!("host=127.0.0.1 port={port} user={user} password=other-secret dbname={database}"), tokio_postgres::NoTls).await;
+        assert!(refused.is_err(), "{user} logged in through the lookup");
+    }
 
     let plugins = plugin_dir(&["daily_points"]);
     let mut host_proc = HostProc::spawn_url(&pooled, plugins.path(), &["--pooler", "--direct-url", &direct], &[]);

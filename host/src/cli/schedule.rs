@@ -122,7 +122,7 @@ pub async fn slots(url: Option<String>, pooled: bool, data_dir: &std::path::Path
         Some(match p.status.as_str() {
             "generated" if p.slot != slot.start => format!("generated at {} ({revision}, an older calendar){}", utc(p.slot), waits(period)),
             "generated" => format!("generated ({revision}){}", waits(period)),
-            "empty" => format!("empty: its plan returned no keys ({revision})"),
+            "empty" => format!("empty: its plan returned no keys ({revision}){}", waits(period)),
             "skipped" => format!("skipped: {}", p.reason.as_deref().unwrap_or("-")),
             other => format!("{other} (keyed at {}){}", utc(p.slot), waits(period)),
         })

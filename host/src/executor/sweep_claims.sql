@@ -18,9 +18,7 @@ WITH server AS (
     SELECT i AS incarnation, substr(i, strpos(i, ' ') + 1) AS postmaster FROM almanac.server_incarnation() i
 ), orphaned AS (
     DELETE FROM ONLY almanac.claims c
-    -- A session of a role the sweeper is not a member of (another host's role) shows no
-    -- backend_start: its pid alone names it, rather than a live batch taken as orphaned.
-    WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.pid AND (a.backend_start = c.backend_start OR a.backend_start IS NULL))
+    WHERE NOT EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = c.pid AND a.backend_start = c.backend_start)
       -- Batches the sweeping host has not settled yet ($2 pids, $3 starts) wait for its
       -- worker to say what their end was (claims.rs, Hold), unless the server restarted
       -- since they were claimed: then what the worker says changes nothing, and a job

@@ -288,20 +288,28 @@ pub async fn register(client: &impl Sql, spec: &TaskSpec, settings: &TaskSetting
     Ok(None)
 }
 
-/// A task comes only after tasks of its own period unit: periods are matched by name, so
-/// a daily task after a monthly one would wait forever. A task not registered yet is
-/// checked when it is (its own `apply`).
+/// `apply`'s check of `after`: each task named is registered (a name no host has would
+/// hold the task back for good), of the task's own period unit (periods are matched by
+/// name: a daily task after a monthly one would wait forever), and does not come after
+/// this task in turn.
 async fn check_after(client: &impl Sql, task: &str, declared: &Record) -> Result<(), ApplyError> {
     if declared.after.is_empty() {
         return Ok(());
     }
-    for row in client.rows(AFTER_PERIODS, &[&declared.after]).await? {
-        let (other, period): (String, String) = (row.get(0), row.get(1));
+    let rows = client.rows(AFTER_PERIODS, &[&declared.after]).await?;
+    for name in &declared.after {
+        let Some(row) = rows.iter().find(|r| r.get::<_, String>(0) == *name) else {
+            return Err(ApplyError::Invalid(format!("{task:?} comes after {name:?}, which no host has registered: its jobs would wait for good")));
+        };
+        let (period, theirs): (String, Vec<String>) = (row.get(1), row.get(2));
         if period != declared.period {
             return Err(ApplyError::Invalid(format!(
-                "{task:?} comes after {other:?}, whose periods are a {period}'s while its own are a {}'s: a task waits only for a task of its own period unit",
+                "{task:?} comes after {name:?}, whose periods are a {period}'s while its own are a {}'s: a task waits only for a task of its own period unit",
                 declared.period
             )));
+        }
+        if theirs.iter().any(|t| t == task) {
+            return Err(ApplyError::Invalid(format!("{task:?} comes after {name:?}, which comes after {task:?}: neither would ever run")));
         }
     }
     Ok(())
