@@ -465,3 +465,17 @@ pub async fn run(pool: Pool, logins: Arc<Logins>, loaded: Arc<Loaded>, options: 
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::TickOutcome;
+
+    #[test]
+    fn a_period_is_passed_over_once_whatever_its_slots() {
+        let mut outcome = TickOutcome::default();
+        for period in ["2026-03", "2026-03", "2026-03", "2026-04", "2026-04"] {
+            outcome.passed_over(period.to_owned(), Some(1));
+        }
+        assert_eq!(outcome.handled, [("2026-03".to_owned(), Some(1)), ("2026-04".to_owned(), Some(1))]);
+    }
+}
