@@ -37,20 +37,23 @@ const OWNED_SEQUENCES: &str =
     "SELECT pg_catalog.format('%I.%I', n.nspname, s.relname) FROM pg_depend d JOIN pg_class s ON s.oid = d.objid JOIN pg_namespace n ON n.oid = s.relnamespace
      WHERE d.classid = 'pg_class'::regclass AND d.refobjid = pg_catalog.to_regclass($1) AND s.relkind = 'S' AND d.deptype = 'a'";
 
-/// Whether the host's role may pass privilege $3 on object $2 (a `table`, `sequence` or
-/// `schema`, $1) on: it holds it WITH GRANT OPTION (an owner does); and the object's
-/// owner (schema public of PostgreSQL 15 belongs to whoever owns the database).
-const GRANTABLE: &str = "SELECT CASE $1
-         WHEN 'table' THEN pg_catalog.has_table_privilege(pg_catalog.to_regclass($2), $3 || ' WITH GRANT OPTION')
-         WHEN 'sequence' THEN pg_catalog.has_sequence_privilege(pg_catalog.to_regclass($2), $3 || ' WITH GRANT OPTION')
-         ELSE pg_catalog.has_schema_privilege($2, $3 || ' WITH GRANT OPTION') END,
+/// Of the privileges $3 (comma-separated) on object $2 (a `table`, `sequence` or
+/// `schema`, $1), those the host's role may not pass on (it holds them neither WITH
+/// GRANT OPTION nor as the owner; an object that does not resolve holds none); the
+/// object's owner (schema public of PostgreSQL 15 belongs to whoever owns the database);
+/// and the host's role.
+const GRANTABLE: &str = "SELECT coalesce(array_agg(p) FILTER (WHERE NOT coalesce(CASE $1
+             WHEN 'table' THEN pg_catalog.has_table_privilege(pg_catalog.to_regclass($2), p || ' WITH GRANT OPTION')
+             WHEN 'sequence' THEN pg_catalog.has_sequence_privilege(pg_catalog.to_regclass($2), p || ' WITH GRANT OPTION')
+             ELSE pg_catalog.has_schema_privilege($2, p || ' WITH GRANT OPTION') END, false)), '{}'),
        CASE $1
          WHEN 'schema' THEN (SELECT CASE WHEN pg_catalog.pg_get_userbyid(n.nspowner) = 'pg_database_owner'
                                          THEN (SELECT pg_catalog.pg_get_userbyid(d.datdba) FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
                                          ELSE pg_catalog.pg_get_userbyid(n.nspowner) END
                              FROM pg_catalog.pg_namespace n WHERE n.nspname = $2)
          ELSE (SELECT pg_catalog.pg_get_userbyid(c.relowner) FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass($2)) END::text,
-       current_user::text";
+       current_user::text
+     FROM pg_catalog.unnest(pg_catalog.string_to_array($3, ', ')) AS p";
 
 /// Whether everyone (PUBLIC) may use schema $1: then a plugin's role needs no grant of it
 /// (PostgreSQL 15 gives PUBLIC USAGE on schema public).
@@ -311,16 +314,12 @@ fn lost_race(e: &tokio_postgres::Error) -> bool {
 /// a GRANT of what one lacks may only warn ("no privileges were granted") or name
 /// another object (a sequence's `tableoid` column).
 async fn check_grantable(tx: &impl Sql, kind: &str, object: &str, privileges: &str, role: &str) -> Result<(), AccessError> {
-    let mut missing = Vec::new();
-    let mut who = None;
-    for privilege in privileges.split(", ") {
-        let row = tx.one(GRANTABLE, &[&kind, &object, &privilege]).await?;
-        if !row.get::<_, Option<bool>>(0).unwrap_or(false) {
-            missing.push(privilege);
-        }
-        who = Some((row.get::<_, Option<String>>(1).unwrap_or_else(|| "its owner".into()), row.get::<_, String>(2)));
+    let row = tx.one(GRANTABLE, &[&kind, &object, &privileges]).await?;
+    let missing: Vec<String> = row.get(0);
+    if missing.is_empty() {
+        return Ok(());
     }
-    let (Some((owner, host)), false) = (who, missing.is_empty()) else { return Ok(()) };
+    let (owner, host): (String, String) = (row.get::<_, Option<String>>(1).unwrap_or_else(|| "its owner".into()), row.get(2));
     let target = if kind == "schema" { quote_ident(object) } else { object.to_owned() };
     Err(AccessError::Grant {
         privileges: missing.join(", "),

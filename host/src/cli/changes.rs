@@ -51,15 +51,11 @@ pub async fn run(database: &super::database::Database, args: ChangesArgs) -> any
     Ok(ExitCode::SUCCESS)
 }
 
-/// A change's JSON on one line, nulls left out, at most 160 characters.
+/// A change's JSON on one line, nulls left out, clipped at 160 bytes.
 fn compact(v: &serde_json::Value) -> String {
     let v = match v {
         serde_json::Value::Object(m) => serde_json::Value::Object(m.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect()),
         v => v.clone(),
     };
-    let text = printable(&v.to_string()).into_owned();
-    match text.char_indices().nth(160) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text,
-    }
+    almanac::text::clip(printable(&v.to_string()).into_owned(), 160)
 }
