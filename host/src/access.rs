@@ -119,9 +119,14 @@ pub fn check_call_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The schemas of declared table names: `accounts` is in `public`.
+/// The schema of a declared table name: `accounts` is in `public`.
+pub fn schema_of(table: &str) -> &str {
+    table.split_once('.').map_or("public", |(s, _)| s)
+}
+
+/// The schemas of declared table names, each once.
 pub fn schemas_of(tables: &[String]) -> Vec<String> {
-    let mut schemas: Vec<String> = tables.iter().map(|t| t.split_once('.').map_or("public", |(s, _)| s).to_owned()).collect();
+    let mut schemas: Vec<String> = tables.iter().map(|t| schema_of(t).to_owned()).collect();
     schemas.sort();
     schemas.dedup();
     schemas

@@ -99,7 +99,6 @@ pub async fn needs(client: &impl Sql, host: Option<&str>, tasks: &[&TaskSpec]) -
     let mut schemas: BTreeMap<String, Users> = BTreeMap::new();
     for spec in tasks {
         for table in &spec.tables {
-            let schema_of = |name: &str| name.split_once('.').map_or("public", |(s, _)| s).to_owned();
             match client.opt(TABLE, &[&table.name, &host]).await? {
                 Some(row) => {
                     let (resolved, schema): (String, String) = (row.get(0), row.get(1));
@@ -114,7 +113,7 @@ pub async fn needs(client: &impl Sql, host: Option<&str>, tasks: &[&TaskSpec]) -
                 }
                 None if table.write && !spec.setup.is_empty() => {
                     needs.notes.push(format!("{} does not exist yet: {}'s setup creates it, owned by the task's role", table.name, spec.name));
-                    let users = schemas.entry(schema_of(&table.name)).or_default();
+                    let users = schemas.entry(crate::access::schema_of(&table.name).to_owned()).or_default();
                     users.readers.push(spec.name.clone());
                     users.creators.push(spec.name.clone());
                 }
