@@ -200,38 +200,76 @@ impl Needs {
     /// As `almanac grants` prints it: a summary in SQL comments, then the statements
     /// grouped by the role that runs them, ready for psql.
     pub fn script(&self, plugins: &str) -> String {
-        let mut out = format!("-- What role {} (the host's) needs in database {} for the plugins in {plugins}.\n", self.host, self.database);
-        out.push_str("-- Each plugin's role gets from the host only what that plugin declares; the host can pass on\n");
-        out.push_str("-- only what it owns or holds WITH GRANT OPTION.\n");
+        // Role, schema and folder names are anyone's text: a newline in one must not end
+        // its comment and leave a statement for the owner to run.
+        let mut out = String::new();
+        let mut comment = |text: &str| {
+            out.push_str("--");
+            if !text.is_empty() {
+                out.push(' ');
+                out.push_str(&crate::text::printable(text));
+            }
+            out.push('\n');
+        };
+        comment(&format!("What role {} (the host's) needs in database {} for the plugins in {plugins}.", self.host, self.database));
+        comment("Each plugin's role gets from the host only what that plugin declares; the host can pass on");
+        comment("only what it owns or holds WITH GRANT OPTION.");
         if !self.grants.is_empty() {
-            out.push_str("--\n-- To grant:\n");
+            comment("");
+            comment("To grant:");
             for g in &self.grants {
-                out.push_str(&format!("--   {} (run by {})\n", g.why, g.by));
+                comment(&format!("  {} (run by {})", g.why, g.by));
             }
         }
         if !self.held.is_empty() {
-            out.push_str("--\n-- Held already:\n");
+            comment("");
+            comment("Held already:");
             for h in &self.held {
-                out.push_str(&format!("--   {h}\n"));
+                comment(&format!("  {h}"));
             }
         }
         for note in &self.notes {
-            out.push_str(&format!("--\n-- NOTE: {note}\n"));
+            comment("");
+            comment(&format!("NOTE: {note}"));
         }
         if self.grants.is_empty() {
-            out.push_str(&format!("--\n-- Nothing to grant: {} holds what these plugins need.\n", self.host));
+            comment("");
+            comment(&format!("Nothing to grant: {} holds what these plugins need.", self.host));
             return out;
         }
-        let mut owners: Vec<&str> = self.grants.iter().map(|g| g.by.as_str()).collect();
-        owners.dedup();
         let mut seen = std::collections::BTreeSet::new();
-        for owner in owners.into_iter().filter(|o| seen.insert(*o)) {
-            out.push_str(&format!("\n-- as {owner}:\n"));
+        for owner in self.grants.iter().map(|g| g.by.as_str()).filter(|o| seen.insert(*o)) {
+            out.push_str(&format!("\n-- as {}:\n", crate::text::printable(owner)));
             for g in self.grants.iter().filter(|g| g.by == owner) {
                 out.push_str(&g.sql);
                 out.push('\n');
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_with_a_newline_stays_inside_its_comment() {
+        let evil = "x\nDROP TABLE accounts; --";
+        let needs = Needs {
+            host: "almanac_host".into(),
+            database: "app".into(),
+            owner: evil.into(),
+            grants: vec![Grant {
+                by: evil.into(),
+                sql: "GRANT CREATE ON DATABASE \"app\" TO \"almanac_host\";".into(),
+                why: format!("CREATE on schema {evil}"),
+            }],
+            held: vec![format!("USAGE on schema {evil}")],
+            notes: vec![format!("{evil} does not exist yet")],
+        };
+        let script = needs.script("./plugins");
+        let statements: Vec<&str> = script.lines().filter(|l| !l.is_empty() && !l.starts_with("--")).collect();
+        assert_eq!(statements, ["GRANT CREATE ON DATABASE \"app\" TO \"almanac_host\";"], "{script}");
     }
 }
