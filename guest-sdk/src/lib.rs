@@ -56,7 +56,7 @@ mod task;
 mod tx;
 mod value;
 
-pub use outbox::PublishOutcome;
+pub use outbox::{NewJob, PublishOutcome};
 pub use task::{CatchUp, Error, Job, Slot, Task, TaskInfo};
 pub use tx::{Row, Rows, Tx};
 pub use value::{FromValue, Timestamp, ToValue, Value};

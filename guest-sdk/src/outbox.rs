@@ -1,5 +1,6 @@
-//! Publishing outbox messages: the only way a plugin's job reaches the world outside
-//! the database. See [`Tx::publish`].
+//! Publishing outbox messages (the only way a plugin's job reaches the world outside the
+//! database, [`Tx::publish`]), and enqueueing jobs of other tasks ([`Tx::enqueue`]), both
+//! inside the job's transaction.
 use crate::task::Error;
 use crate::tx::Tx;
 
@@ -32,5 +33,52 @@ impl Tx<'_> {
     /// JSON text (the host does not parse it).
     pub fn publish_json(&self, topic: &str, key: &str, json: &str) -> Result<PublishOutcome, Error> {
         self.publish(topic, key, json, "application/json")
+    }
+}
+
+/// One job of another task, for [`Tx::enqueue`]: `(task, slot, key)` is its identity.
+pub struct NewJob<'a> {
+    task: &'a str,
+    slot: crate::Timestamp,
+    key: &'a str,
+    payload: Option<&'a str>,
+    run_after: Option<crate::Timestamp>,
+}
+
+impl<'a> NewJob<'a> {
+    /// A job of `task` keyed `key`, for the business period `slot` falls in. Derive `slot`
+    /// from the current job (`job.slot.start()`), never from a clock: a retried job then
+    /// names the same job, and enqueues nothing twice.
+    pub fn new(task: &'a str, slot: crate::Timestamp, key: &'a str) -> Self {
+        NewJob { task, slot, key, payload: None, run_after: None }
+    }
+
+    /// JSON text handed to the job as its payload (at most 1 MiB).
+    pub fn payload(mut self, json: &'a str) -> Self {
+        self.payload = Some(json);
+        self
+    }
+
+    /// Not before this instant (by default, from its slot).
+    pub fn run_after(mut self, at: crate::Timestamp) -> Self {
+        self.run_after = Some(at);
+        self
+    }
+}
+
+impl Tx<'_> {
+    /// Enqueue one job of another task inside this transaction: it exists once the job
+    /// commits, and never if the job fails. Returns false when a job of that identity
+    /// exists already. The task must be one [`TaskInfo::enqueues`](crate::TaskInfo::enqueues)
+    /// names; a refused or failed enqueue fails the attempt like a failed statement.
+    pub fn enqueue(&self, job: &NewJob<'_>) -> Result<bool, Error> {
+        let job = crate::bindings::almanac::plugin::jobs::NewJob {
+            task: job.task.to_owned(),
+            slot: job.slot.0,
+            key: job.key.to_owned(),
+            payload: job.payload.map(str::to_owned),
+            run_after: job.run_after.map(|t| t.0),
+        };
+        Ok(crate::bindings::almanac::plugin::jobs::enqueue(self.0, &job)?)
     }
 }

@@ -42,6 +42,7 @@ impl TaskInfo {
             setup: Vec::new(),
             settings: Vec::new(),
             calls: Vec::new(),
+            enqueues: Vec::new(),
         })
     }
 
@@ -125,6 +126,17 @@ impl TaskInfo {
         for name in functions {
             if !self.0.calls.iter().any(|c| c == name) {
                 self.0.calls.push((*name).to_owned());
+            }
+        }
+        self
+    }
+
+    /// The tasks whose jobs this plugin enqueues with [`Tx::enqueue`](crate::Tx::enqueue):
+    /// its role may enqueue into these, and no others (the database refuses the rest).
+    pub fn enqueues(mut self, tasks: &[&str]) -> Self {
+        for task in tasks {
+            if !self.0.enqueues.iter().any(|t| t == task) {
+                self.0.enqueues.push((*task).to_owned());
             }
         }
         self

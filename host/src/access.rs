@@ -439,6 +439,14 @@ pub async fn grant_present(tx: &(impl GenericClient + Sql), role: &str, tables: 
     Ok(())
 }
 
+/// Make `role`'s right to enqueue (WIT `jobs.enqueue`, `almanac_job.enqueue`) exactly
+/// `tasks`, inside `tx`.
+pub async fn grant_enqueues(tx: &impl Sql, role: &str, tasks: &[String]) -> Result<(), AccessError> {
+    tx.exec("DELETE FROM almanac.enqueue_grants WHERE grantee = $1 AND NOT task = ANY($2)", &[&role, &tasks]).await?;
+    tx.exec("INSERT INTO almanac.enqueue_grants (grantee, task) SELECT $1, t FROM unnest($2::text[]) t ON CONFLICT DO NOTHING", &[&role, &tasks]).await?;
+    Ok(())
+}
+
 /// Held while one plugin's setup runs anywhere: from the right to create tables given,
 /// through its setup, to that right taken back, so no other host's setup or grants come
 /// between (one host's grants once took the right back while another's setup ran).

@@ -194,11 +194,14 @@ impl DryRole {
             .map_err(|e| access::AccessError::CreateRole { role: name.clone(), reason: crate::db::error_chain(&e) })?;
         tx.exec("INSERT INTO almanac.dry_logins (login, task) VALUES ($1, $2)", &[&name, &plugin.name()]).await?;
         access::grant_present(&*tx, &name, &plugin.spec.tables, true).await?;
-        // Of the host's bookkeeping, a dry run only publishes.
+        // Of the host's bookkeeping, a dry run only publishes and enqueues (what it
+        // declares: rolled back with it, unless --commit).
         tx.batch_execute(&format!(
-            "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA almanac_job FROM {q}; GRANT EXECUTE ON FUNCTION almanac_job.publish(text, text, bytea, text) TO {q}"
+            "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA almanac_job FROM {q}; GRANT EXECUTE ON FUNCTION almanac_job.publish(text, text, bytea, text) TO {q}; \
+             GRANT EXECUTE ON FUNCTION almanac_job.enqueue(text, timestamptz, text, jsonb, timestamptz) TO {q}"
         ))
         .await?;
+        access::grant_enqueues(&*tx, &name, &plugin.spec.enqueues).await?;
         if !plugin.spec.setup.is_empty() {
             access::open_setup(&*tx, &name, &plugin.spec.writable()).await?;
         }
@@ -246,6 +249,7 @@ async fn forget(host: &mut crate::db::Conn, name: &str, hand_to: Option<&str>) -
         tx.batch_execute(&format!("DROP OWNED BY {q}; DROP ROLE {q}")).await?;
     }
     tx.exec("DELETE FROM almanac.dry_logins WHERE login = $1", &[&name]).await?;
+    tx.exec("DELETE FROM almanac.enqueue_grants WHERE grantee = $1", &[&name]).await?;
     tx.commit().await?;
     Ok(())
 }

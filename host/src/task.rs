@@ -65,6 +65,8 @@ pub struct TaskSpec {
     /// The functions and operators it declares it calls (`schema.name`), beyond the
     /// host's allowlist of built-in functions.
     pub calls: Vec<String>,
+    /// The tasks whose jobs it enqueues (`jobs.enqueue`): its role may enqueue into these.
+    pub enqueues: Vec<String>,
 }
 
 impl TaskSpec {
@@ -88,6 +90,7 @@ impl TaskSpec {
             role: String::new(),
             settings: Vec::new(),
             calls: Vec::new(),
+            enqueues: Vec::new(),
         }
     }
 
@@ -153,9 +156,20 @@ impl TaskSpec {
                 calls.push(call);
             }
         }
+        let mut enqueues: Vec<String> = Vec::new();
+        for task in info.enqueues {
+            let ok = !task.is_empty() && task.len() <= 64 && task.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+            if !ok {
+                return Err(format!("task {:?}: enqueues names task {task:?}, which is no task name", info.name));
+            }
+            if !enqueues.contains(&task) {
+                enqueues.push(task);
+            }
+        }
         Ok(TaskSpec {
             role: crate::access::role_name(&info.name, database),
             calls,
+            enqueues,
             name: info.name,
             version: info.version,
             schedule,

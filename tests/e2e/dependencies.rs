@@ -79,3 +79,43 @@ async fn a_task_runs_a_periods_jobs_only_after_the_task_it_comes_after() {
         assert!(code == 1 && err.contains(refusal), "{out}{err}");
     }
 }
+
+/// A plugin enqueues jobs of another task inside its job's transaction (WIT 0.4.0
+/// `jobs.enqueue`): a declared task gets one job per identity, an undeclared one is
+/// refused by the database, and a job that fails after enqueueing leaves nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_enqueues_only_what_it_declares_and_only_if_its_job_commits() {
+    let db = TestDb::new().await;
+    db.sleeper(0.0).await;
+    let plugins = plugin_dir(&["fixture_enqueuer", "fixture_gate", "fixture_sleeper"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    db.wait_count("SELECT count(*) FROM almanac.schedules WHERE task IN ('fixture-enqueuer', 'fixture-gate', 'fixture-sleeper')", 3, Duration::from_secs(30))
+        .await;
+    db.client.batch_execute("INSERT INTO fixture_gate VALUES (1, 0)").await.unwrap();
+    // The grant is the database's: one row for the enqueuer's role, naming fixture-gate.
+    let role = almanac::access::role_name("fixture-enqueuer", &db.name);
+    assert_eq!(db.count(&format!("SELECT count(*) FROM almanac.enqueue_grants WHERE grantee = '{role}' AND task = 'fixture-gate'")).await, 1);
+    // A dry run enqueues as the job would, and keeps nothing.
+    let (code, out, err) =
+        almanac(&db.url, &["try", "fixture-enqueuer", "--slot", SLOT, "--key", "declared", "--plugins", &plugins.path().display().to_string()]);
+    assert!(code == 0 && out.contains("outcome: ok"), "{out}{err}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-gate'").await, 0);
+    db.enqueue("fixture-enqueuer", SLOT, &["declared", "undeclared", "then-fail"]).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-enqueuer' AND status IN ('done', 'failed')", 3, Duration::from_secs(30)).await;
+    // The declared one: done, and its gate job ran with the payload given.
+    db.wait_count(
+        "SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-gate' AND key = 'from-declared' AND status = 'done' AND payload->>'from' = 'declared'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-enqueuer' AND key = 'declared' AND status = 'done'").await, 1);
+    // The undeclared one: refused by the database, naming the declaration.
+    let error: String = db.client.query_one("SELECT last_error FROM almanac.jobs WHERE key = 'undeclared'", &[]).await.unwrap().get(0);
+    assert!(error.contains("42501") && error.contains("may not enqueue into task \"fixture-sleeper\": declare it in describe() (enqueues)"), "{error}");
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE task = 'fixture-sleeper'").await, 0);
+    // The failed one: its enqueue rolled back with it.
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'then-fail' AND status = 'failed'").await, 1);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'rolled-back'").await, 0);
+    host.stop().await;
+}

@@ -34,6 +34,7 @@ from wit_world import exports
 from wit_world.exports import task as _wit
 from wit_world.imports import business as _business
 from wit_world.imports import config as _config
+from wit_world.imports import jobs as _jobs
 from wit_world.imports import log as _log
 from wit_world.imports import outbox as _outbox
 from wit_world.imports import types as _types
@@ -149,6 +150,21 @@ class Tx:
             raise DbError(e.value) from None
         return outcome == _outbox.PublishOutcome.PUBLISHED
 
+    def enqueue(self, task: str, slot: datetime.datetime, key: str, payload: Any = None,
+                run_after: Optional[datetime.datetime] = None) -> bool:
+        """Enqueue one job of another task in this transaction; False if it existed.
+        `slot` is an instant of its business period: derive it from the current job
+        (`job.slot.start`), never from the clock, so that a retry names the same job.
+        The task must be one `TaskInfo.enqueues` names. A dict or list payload is sent
+        as JSON, a str as it is."""
+        body = _json.dumps(payload) if isinstance(payload, (dict, list)) else payload
+        job = _jobs.NewJob(task=task, slot=_to_micros(slot), key=key, payload=body,
+                           run_after=None if run_after is None else _to_micros(run_after))
+        try:
+            return _jobs.enqueue(self._tx, job)
+        except Err as e:
+            raise DbError(e.value) from None
+
 
 class TaskInfo:
     """The task's identity and defaults (WIT `task-info`), built step by step."""
@@ -156,7 +172,7 @@ class TaskInfo:
     def __init__(self, name: str, schedule: Optional[str], zone: str = "UTC"):
         self._info = _wit.TaskInfo(
             name=name, version="0.0.0", schedule=schedule, zone=zone, catch_up=_wit.CatchUp_All(),
-            max_attempts=5, timeout_ms=30_000, tables=[], setup=[], settings=[], calls=[],
+            max_attempts=5, timeout_ms=30_000, tables=[], setup=[], settings=[], calls=[], enqueues=[],
         )
 
     @staticmethod
@@ -190,6 +206,12 @@ class TaskInfo:
     def _tables(self, tables: Any, access: Any) -> "TaskInfo":
         for name in tables:
             self._info.tables = [t for t in self._info.tables if t.name != name] + [_wit.TableAccess(name, access)]
+        return self
+
+    def enqueues(self, *tasks: str) -> "TaskInfo":
+        """The tasks whose jobs this plugin enqueues (`Tx.enqueue`): its role may enqueue
+        into these and no others."""
+        self._info.enqueues += [t for t in tasks if t not in self._info.enqueues]
         return self
 
     def calls(self, *functions: str) -> "TaskInfo":
@@ -303,10 +325,7 @@ def _to_value(p: Any) -> Any:
     if isinstance(p, (bytes, bytearray)):
         return _types.Value_Bytes(bytes(p))
     if isinstance(p, datetime.datetime):
-        if p.tzinfo is None:
-            raise Error.permanent(f"a naive datetime ({p}) is ambiguous: give it a time zone")
-        delta = p - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-        return _types.Value_Timestamp((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds)
+        return _types.Value_Timestamp(_to_micros(p))
     if isinstance(p, decimal.Decimal):
         return _types.Value_Numeric(str(p))
     if isinstance(p, (dict, list)):
@@ -324,6 +343,13 @@ def _from_value(v: Any) -> Any:
     if isinstance(v, _types.Value_Numeric):
         return decimal.Decimal(v.value)
     return v.value
+
+
+def _to_micros(p: datetime.datetime) -> int:
+    if p.tzinfo is None:
+        raise Error.permanent(f"a naive datetime ({p}) is ambiguous: give it a time zone")
+    delta = p - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
 def _from_micros(micros: int) -> datetime.datetime:

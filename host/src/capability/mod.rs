@@ -2,5 +2,6 @@
 pub mod business;
 pub mod config;
 pub mod db;
+pub mod jobs;
 pub mod log;
 pub mod outbox;

@@ -522,6 +522,7 @@ async fn install(
     // neither the old role's nor the new one's.
     access::retire_shared_role(&*tx, plugin.name(), &spec.role, &login).await?;
     access::grant(&*tx, &spec.role, &spec.tables).await?;
+    access::grant_enqueues(&*tx, &spec.role, &spec.enqueues).await?;
     let calls = calls::resolve(&*tx, plugin.name(), &spec.calls).await?;
     tx.exec(
         "INSERT INTO almanac.plugins (name, digest, version, calls) VALUES ($1, $2, $3, $4)

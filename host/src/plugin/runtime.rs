@@ -171,6 +171,7 @@ impl Runtime {
         wit::log::add_to_linker::<HostState, HasSelf<Logger>>(&mut linker, |s| &mut s.log).map_err(wasm_error)?;
         wit::config::add_to_linker::<HostState, HasSelf<Settings>>(&mut linker, |s| &mut s.config).map_err(wasm_error)?;
         wit::business::add_to_linker::<HostState, HasSelf<Today>>(&mut linker, |s| &mut s.today).map_err(wasm_error)?;
+        wit::jobs::add_to_linker::<HostState, HasSelf<Session>>(&mut linker, |s| &mut s.db).map_err(wasm_error)?;
         world::add_older_to_linker(&mut linker).map_err(wasm_error)?;
         let ticker = {
             let engine = engine.weak();
