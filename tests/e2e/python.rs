@@ -55,8 +55,14 @@ async fn a_python_plugin_that_loops_hoards_or_commits_is_stopped_like_a_rust_one
     let plugins = plugin_dir(&["hostile_py"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "4"]);
     host.wait_log("plugin loaded", Duration::from_secs(240)).await;
-    db.client.batch_execute("SELECT almanac.enqueue_many('fixture-hostile-py', '2026-01-01T00:00:00Z', ARRAY['spin', 'alloc', 'commit', 'ok'])").await.unwrap();
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status IN ('done', 'failed')", 4, Duration::from_secs(60)).await;
+    db.client
+        .batch_execute(
+            "SELECT almanac.enqueue_many('fixture-hostile-py', '2026-01-01T00:00:00Z', ARRAY['spin', 'alloc', 'commit', 'ok', 'enqueue', 'undeclared'])",
+        )
+        .await
+        .unwrap();
+    // Six jobs, and the one `enqueue` made.
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status IN ('done', 'failed')", 7, Duration::from_secs(60)).await;
     let outcome = |key: &str| {
         let db = &db;
         let key = key.to_owned();
@@ -71,9 +77,15 @@ async fn a_python_plugin_that_loops_hoards_or_commits_is_stopped_like_a_rust_one
     assert_eq!(status, "failed");
     assert!(error.contains("refused") && error.contains("COMMIT"), "{error}");
     assert_eq!(outcome("ok").await, ("done".into(), String::new()));
-    // Only the job that succeeded kept its row.
-    let kept: Vec<String> = db.client.query("SELECT key FROM fixture_hostile_py", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
-    assert_eq!(kept, vec!["ok".to_owned()]);
+    // A Python plugin enqueues as a Rust one does: the job it declared, with its payload;
+    // an undeclared task refused by the database.
+    assert_eq!(outcome("enqueue").await, ("done".into(), String::new()));
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'enqueued-by-python' AND status = 'done' AND payload->>'from' = 'python'").await, 1);
+    let (status, error) = outcome("undeclared").await;
+    assert!(status == "failed" && error.contains("may not enqueue into task \"fixture-gate\""), "{error}");
+    // Only the jobs that succeeded kept their rows.
+    let kept: Vec<String> = db.client.query("SELECT key FROM fixture_hostile_py ORDER BY key", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(kept, ["enqueue", "enqueued-by-python", "ok"]);
     assert!(host.is_running());
     host.stop().await;
 }
