@@ -33,8 +33,8 @@ _built = set()
 
 @dataclass
 class Tried:
-    """What a `run` or `plan` did: `ok`, `keys` (for `plan`) and the dry run's report
-    (every statement the plugin sent, with its parameters and what it did)."""
+    """What a `run`, `plan` or `apply` did: `ok`, `keys` (for `plan`) and its report (for
+    a dry run, every statement the plugin sent, with its parameters and what it did)."""
 
     ok: bool
     report: str
@@ -85,6 +85,31 @@ class Almanac:
         """`plan` of a slot (its keys in `Tried.keys`), committed if it succeeds."""
         return self._call(["plan", task, "--slot", slot, "--limit", "100000"])
 
+    def apply(self) -> Tried:
+        """Register the plugins' tasks as a deploy does (`almanac apply`: their setup,
+        schedules, settings and `after`), so that a plugin's enqueue into another of them,
+        and plan's "runs after" line, work as on a live database. Put the other tasks'
+        components beside this one (`plugins` a folder)."""
+        plugins = self.plugins
+        if plugins.is_file():
+            # `apply` reads a folder: one component file is given one of its own.
+            folder = self.project / ".almanac" / "apply" / self.name
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(plugins, folder / plugins.name)
+            plugins = folder
+        config = ["--config", str(self.config)] if self.config else []
+        command = [self.bin, "apply", "--plugins", str(plugins), "--reason", "almanac-testing", *config]
+        return _tried(subprocess.run(command, cwd=self.project, env=self._env(), capture_output=True))
+
+    def jobs(self, task: str) -> List[List[str]]:
+        """The jobs of `task` in the database (those the plugin enqueued, for one), in slot
+        and key order: [slot, key, payload, run_after, status] as psql prints them."""
+        quoted = task.replace("'", "''")
+        return self.query(
+            "SELECT slot, key, coalesce(payload::text, 'NULL'), run_after, status FROM almanac.jobs "
+            f"WHERE task = '{quoted}' ORDER BY slot, key"
+        )
+
     def sql(self, sql: str) -> None:
         """Statements run as the database's owner (tables the plugin reads, rows to start from)."""
         self._psql(sql)
@@ -97,9 +122,7 @@ class Almanac:
     def _call(self, args: List[str]) -> Tried:
         config = ["--config", str(self.config)] if self.config else []
         out = subprocess.run([self.bin, *args, "--plugins", str(self.plugins), "--commit", *config], cwd=self.project, env=self._env(), capture_output=True)
-        report = out.stdout.decode() + out.stderr.decode()
-        keys = [line[len("  key: "):] for line in report.splitlines() if line.startswith("  key: ")]
-        return Tried(ok=out.returncode == 0, report=report, keys=keys)
+        return _tried(out)
 
     def _psql(self, sql: str) -> bytes:
         args = ["psql", "--", "-X", "-q", "-A", "-t", "-0", "-F", "\x1f", "-P", "null=NULL", "-v", "ON_ERROR_STOP=1", "-c", sql]
@@ -107,6 +130,12 @@ class Almanac:
 
     def _env(self):
         return {**os.environ, "DATABASE_URL": self.url}
+
+
+def _tried(out: subprocess.CompletedProcess) -> Tried:
+    report = out.stdout.decode() + out.stderr.decode()
+    keys = [line[len("  key: "):] for line in report.splitlines() if line.startswith("  key: ")]
+    return Tried(ok=out.returncode == 0, report=report, keys=keys)
 
 
 def _toml(text) -> str:

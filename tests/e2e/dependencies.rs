@@ -3,7 +3,7 @@
 //! the claim itself checks (V25); `slots` and `plan` say so.
 use std::time::Duration;
 
-use crate::support::{almanac, plugin_dir, HostProc, TestDb};
+use crate::support::{almanac, plugin_dir, workspace, HostProc, ProjectClusters, TestDb};
 
 const SLOT: &str = "2026-01-01T00:00:00Z";
 
@@ -95,6 +95,13 @@ async fn a_plugin_enqueues_only_what_it_declares_and_only_if_its_job_commits() {
     // The grant is the database's: one row for the enqueuer's role, naming fixture-gate.
     let role = almanac::access::role_name("fixture-enqueuer", &db.name);
     assert_eq!(db.count(&format!("SELECT count(*) FROM almanac.enqueue_grants WHERE grantee = '{role}' AND task = 'fixture-gate'")).await, 1);
+    // `clients` says whose it is, and it is not the operator's to revoke.
+    let (code, out, err) = almanac(&db.url, &["clients"]);
+    assert!(code == 0 && out.contains(&format!("{role}: fixture-gate (plugin fixture-enqueuer, as its describe() declares)")), "{out}{err}");
+    let (code, out, err) = almanac(&db.url, &["clients", "revoke", &role, "fixture-gate"]);
+    assert!(code == 1 && err.contains("is the role of plugin fixture-enqueuer") && err.contains("ship a version that no longer declares it"), "{out}{err}");
+    let (code, out, err) = almanac(&db.url, &["clients", "revoke", "nobody", "fixture-gate"]);
+    assert!(code == 1 && err.contains("nobody was not given fixture-gate: nothing revoked"), "{out}{err}");
     // A dry run enqueues as the job would, and keeps nothing.
     let (code, out, err) =
         almanac(&db.url, &["try", "fixture-enqueuer", "--slot", SLOT, "--key", "declared", "--plugins", &plugins.path().display().to_string()]);
@@ -118,4 +125,55 @@ async fn a_plugin_enqueues_only_what_it_declares_and_only_if_its_job_commits() {
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'then-fail' AND status = 'failed'").await, 1);
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE key = 'rolled-back'").await, 0);
     host.stop().await;
+}
+
+/// The test harnesses (almanac-testing, Rust and Python) register a folder's tasks as a
+/// deploy does (`apply`, the task it comes after first): a plugin's enqueue lands where
+/// `jobs` shows it, and `plan` says whom a task's jobs wait for.
+#[test]
+fn the_harnesses_show_what_a_plugin_enqueued_and_whom_a_task_waits_for() {
+    let project = tempfile::tempdir().unwrap();
+    let _cluster = ProjectClusters(vec![project.path().to_owned()]);
+    let plugins = project.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for name in ["fixture_enqueuer", "fixture_gate", "fixture_sleeper"] {
+        let built = workspace().join(format!("target/wasm/wasm32-wasip2/release/{name}.wasm"));
+        std::fs::copy(&built, plugins.join(format!("{name}.wasm"))).unwrap();
+    }
+    // fixture-gate sorts first, and comes after fixture-sleeper.
+    std::fs::write(project.path().join("almanac.toml"), "[tasks.fixture-gate]\nafter = [\"fixture-sleeper\"]\n").unwrap();
+
+    let harness = almanac_testing::Almanac::with_plugins(project.path(), &plugins);
+    let applied = harness.apply();
+    assert!(applied.ok && applied.report.contains("fixture-gate: registered"), "{applied}");
+    let tried = harness.run("fixture-enqueuer", SLOT, "declared");
+    assert!(tried.ok && tried.report.contains(r#"enqueue "fixture-gate" slot 2026-01-01T00:00:00Z key "from-declared" payload"#), "{tried}");
+    let jobs = harness.jobs("fixture-gate");
+    let seen: Vec<_> = jobs.iter().map(|j| (j[0].as_str(), j[1].as_str(), j[2].as_str(), j[4].as_str())).collect();
+    assert_eq!(seen, [("2026-01-01 00:00:00+00", "from-declared", r#"{"from": "declared"}"#, "pending")]);
+    let planned = harness.plan("fixture-gate", SLOT);
+    assert!(planned.ok && planned.report.contains("runs after fixture-sleeper in period 2026: its jobs would wait"), "{planned}");
+
+    // The Python harness, on the same project, in a database of its own.
+    let script = format!(
+        "from almanac_testing import Almanac\n\
+         a = Almanac(plugins='plugins')\n\
+         applied = a.apply()\n\
+         assert applied.ok, applied.report\n\
+         tried = a.run('fixture-enqueuer', '{SLOT}', 'declared')\n\
+         assert tried.ok, tried.report\n\
+         print([row[:3] + row[4:] for row in a.jobs('fixture-gate')])\n\
+         print(a.plan('fixture-gate', '{SLOT}').report)\n"
+    );
+    let out = std::process::Command::new(workspace().join(".venv/bin/python"))
+        .args(["-c", &script])
+        .env("PYTHONPATH", workspace().join("guest-sdk/testing"))
+        .env("ALMANAC", crate::support::almanac_bin())
+        .current_dir(project.path())
+        .output()
+        .unwrap();
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{report}");
+    assert!(report.starts_with(r#"[['2026-01-01 00:00:00+00', 'from-declared', '{"from": "declared"}', 'pending']]"#), "{report}");
+    assert!(report.contains("runs after fixture-sleeper in period 2026: its jobs would wait"), "{report}");
 }

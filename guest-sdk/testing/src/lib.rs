@@ -39,8 +39,8 @@ pub struct Almanac {
     settings: Vec<(String, Vec<(String, String)>)>,
 }
 
-/// What a `run` or `plan` did: `ok` and the dry run's report (every statement the
-/// plugin sent, with its parameters and what it did, and the outcome).
+/// What a `run`, `plan` or `apply` did: `ok` and its report (for a dry run, every
+/// statement the plugin sent, with its parameters and what it did, and the outcome).
 #[derive(Debug)]
 pub struct Tried {
     pub ok: bool,
@@ -148,6 +148,39 @@ impl Almanac {
         self.call(&["plan", task, "--slot", slot, "--limit", "100000"])
     }
 
+    /// Register the plugins' tasks as a deploy does (`almanac apply`: their setup,
+    /// schedules, settings and `after`), so that a plugin's `enqueue` into another of
+    /// them, and `plan`'s "runs after" line, work as on a live database. Put the other
+    /// tasks' components beside this one with [`Almanac::with_plugins`].
+    pub fn apply(&self) -> Tried {
+        // `apply` reads a folder: one component file is given one of its own.
+        let plugins = match self.plugins.is_file() {
+            true => {
+                let dir = self.project.join(".almanac").join("apply").join(&self.name);
+                std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot make {}: {e}", dir.display()));
+                let file = dir.join(self.plugins.file_name().expect("a component file"));
+                std::fs::copy(&self.plugins, &file).unwrap_or_else(|e| panic!("cannot copy {}: {e}", self.plugins.display()));
+                dir
+            }
+            false => self.plugins.clone(),
+        };
+        let mut command = self.command();
+        command.args(["apply", "--plugins"]).arg(&plugins).args(["--reason", "almanac-testing"]);
+        if let Some(config) = &self.config {
+            command.arg("--config").arg(config);
+        }
+        tried(command.output().expect("run almanac"))
+    }
+
+    /// The jobs of `task` in the database (those the plugin enqueued, for one), in
+    /// slot and key order: `[slot, key, payload, run_after, status]` as psql prints them.
+    pub fn jobs(&self, task: &str) -> Vec<Vec<String>> {
+        let quoted = task.replace('\'', "''");
+        self.query(&format!(
+            "SELECT slot, key, coalesce(payload::text, 'NULL'), run_after, status FROM almanac.jobs WHERE task = '{quoted}' ORDER BY slot, key"
+        ))
+    }
+
     /// Statements run as the database's owner (tables the plugin reads, rows to start from).
     pub fn sql(&self, sql: &str) {
         self.psql(sql);
@@ -171,10 +204,7 @@ impl Almanac {
         if let Some(config) = &self.config {
             command.arg("--config").arg(config);
         }
-        let out = command.output().expect("run almanac");
-        let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        let keys = report.lines().filter_map(|l| l.strip_prefix("  key: ")).map(str::to_owned).collect();
-        Tried { ok: out.status.success(), keys, report }
+        tried(command.output().expect("run almanac"))
     }
 
     fn psql(&self, sql: &str) -> Vec<u8> {
@@ -194,6 +224,12 @@ impl Default for Almanac {
     fn default() -> Self {
         Almanac::new()
     }
+}
+
+fn tried(out: Output) -> Tried {
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let keys = report.lines().filter_map(|l| l.strip_prefix("  key: ")).map(str::to_owned).collect();
+    Tried { ok: out.status.success(), keys, report }
 }
 
 fn env(name: &str) -> String {

@@ -22,8 +22,11 @@ pub async fn run(database: &super::database::Database, args: ClientsArgs) -> any
     match args.command {
         None => {
             println!("almanac_client: every task");
-            for (role, task) in almanac::clients::list(&client).await? {
-                println!("{role}: {task}");
+            for grant in almanac::clients::list(&client).await? {
+                match grant.plugin {
+                    Some(plugin) => println!("{}: {} (plugin {plugin}, as its describe() declares)", grant.role, grant.task),
+                    None => println!("{}: {}", grant.role, grant.task),
+                }
             }
         }
         Some(ClientsCommand::Allow { role, task }) => {
@@ -32,7 +35,9 @@ pub async fn run(database: &super::database::Database, args: ClientsArgs) -> any
         }
         Some(ClientsCommand::Revoke { role, task }) => {
             let n = almanac::clients::revoke(&client, &role, &task).await?;
-            println!("{role} {} enqueue into {task}", if n == 1 { "may no longer" } else { "could not" });
+            return Ok(super::matched(n, format!("{role} may no longer enqueue into {task}"), || {
+                format!("{role} was not given {task}: nothing revoked (almanac clients lists who was)")
+            }));
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -123,6 +123,12 @@ fn report(tried: &Tried, plan_limit: Option<u32>) -> ExitCode {
         let (who, sql, params) = match (s.who, s.params.as_slice()) {
             // The message as the receiver would get it, not the host's statement.
             (Who::Host, [topic, key, payload, content_type]) => ("outbox", format!("publish on {topic} key {key} as {content_type}:"), format!(" {payload}")),
+            // A job of another task (WIT `jobs.enqueue`), by its identity.
+            (Who::Host, [task, slot, key, payload, run_after]) => (
+                "jobs",
+                format!("enqueue {task} slot {slot} key {key}"),
+                [("payload", payload), ("run after", run_after)].iter().filter(|(_, v)| *v != "NULL").map(|(name, v)| format!(" {name} {v}")).collect(),
+            ),
             (who, params) => (
                 if who == Who::Plugin { "plugin" } else { "outbox" },
                 s.sql.split_whitespace().collect::<Vec<_>>().join(" "),

@@ -371,46 +371,78 @@ pub async fn apply(database: &super::database::Database, data_dir: &std::path::P
     if registry.is_empty() {
         bail!("no plugins loaded from {}: nothing to apply", args.plugins.display());
     }
-    let (changed, registered) = if args.dry_run { ("would change", "would register") } else { ("changed", "registered") };
+    let mut tasks = Vec::new();
     for plugin in registry.iter() {
         let mut spec = plugin.spec.clone();
         let settings = match &config {
             Some(config) => config.apply_to(&mut spec)?,
             None => almanac::config::Config::none().apply_to(&mut spec)?,
         };
+        tasks.push((spec, settings));
+    }
+    // A dry run is one transaction, rolled back at the end, so that each task is checked
+    // against those applied before it, as for real.
+    let ordered = in_dependency_order(tasks);
+    if args.dry_run {
         let tx = client.transaction().await?;
-        let outcome =
-            applied::apply(&tx, &spec, &settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
-        match args.dry_run {
-            true => tx.rollback().await?,
-            false => tx.commit().await?,
+        for (spec, settings) in &ordered {
+            let outcome =
+                applied::apply(&tx, spec, settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
+            print_applied(spec, outcome, ("would change", "would register"));
         }
-        match outcome {
-            applied::Applied::Unchanged => println!("{}: unchanged", spec.name),
-            applied::Applied::Registered { cursor } => match &spec.schedule {
-                Some(s) => println!("{}: {registered} ({:?} in {}, cursor {})", spec.name, s.cron(), s.zone(), utc(cursor)),
-                None => println!("{}: {registered} (on demand)", spec.name),
-            },
-            applied::Applied::Changed { changes, cursor, moved } => {
-                println!("{}: {changed}: {}", spec.name, changes.join(", "));
-                if !moved.is_empty() {
-                    println!("  periods whose slot moves (a month back to a year ahead):");
-                    for line in &moved {
-                        println!("    {line}");
-                    }
-                }
-                if let Some((from, to, end)) = cursor {
-                    println!(
-                        "  cursor {} -> {}: the new schedule takes over at {}, where the last slot handled under the old one ends",
-                        utc(from),
-                        utc(to),
-                        utc(end)
-                    );
-                }
-            }
+        tx.rollback().await?;
+    } else {
+        for (spec, settings) in &ordered {
+            let tx = client.transaction().await?;
+            let outcome =
+                applied::apply(&tx, spec, settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
+            tx.commit().await?;
+            print_applied(spec, outcome, ("changed", "registered"));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_applied(spec: &almanac::task::TaskSpec, outcome: applied::Applied, (changed, registered): (&str, &str)) {
+    match outcome {
+        applied::Applied::Unchanged => println!("{}: unchanged", spec.name),
+        applied::Applied::Registered { cursor } => match &spec.schedule {
+            Some(s) => println!("{}: {registered} ({:?} in {}, cursor {})", spec.name, s.cron(), s.zone(), utc(cursor)),
+            None => println!("{}: {registered} (on demand)", spec.name),
+        },
+        applied::Applied::Changed { changes, cursor, moved } => {
+            println!("{}: {changed}: {}", spec.name, changes.join(", "));
+            if !moved.is_empty() {
+                println!("  periods whose slot moves (a month back to a year ahead):");
+                for line in &moved {
+                    println!("    {line}");
+                }
+            }
+            if let Some((from, to, end)) = cursor {
+                println!(
+                    "  cursor {} -> {}: the new schedule takes over at {}, where the last slot handled under the old one ends",
+                    utc(from),
+                    utc(to),
+                    utc(end)
+                );
+            }
+        }
+    }
+}
+
+/// The tasks a folder's tasks come after are applied before them, so that the first
+/// deploy of both passes the check that they are registered. A circle is left in file
+/// order: the check refuses it.
+fn in_dependency_order(
+    mut pending: Vec<(almanac::task::TaskSpec, almanac::config::TaskSettings)>,
+) -> Vec<(almanac::task::TaskSpec, almanac::config::TaskSettings)> {
+    let mut ordered = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let waits = |after: &[String]| after.iter().any(|a| pending.iter().any(|(spec, _)| spec.name == *a));
+        let next = pending.iter().position(|(_, settings)| !waits(&settings.after)).unwrap_or(0);
+        ordered.push(pending.remove(next));
+    }
+    ordered
 }
 
 /// `almanac forget`: TASK is gone for good.
