@@ -5,6 +5,7 @@
 # --need-browser, Debian's chromium for the dashboard's browser test; with
 # --need-pgbouncer, Debian's pgbouncer for the connection-pooler test; with --need-node,
 # Node.js (Debian's nodejs and npm) and the `pg` package for the book's Node example (docs/src/guide/enqueue.md);
+# with --need-typescript, Node.js too and guest-sdk/typescript's npm packages (esbuild, componentize-js) for TypeScript plugins;
 # with --need-python, a virtualenv .venv with componentize-py and pytest (PyPI) for Python plugins,
 # psycopg for the book's Python enqueue example, numpy and python-dateutil for the calendar oracle;
 # with --need-failover, Debian's pg_auto_failover (postgresql-15-auto-failover) for the failover test;
@@ -32,13 +33,14 @@ have_server() {
     ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && return 0
     command -v initdb >/dev/null 2>&1
 }
-need_server=false need_browser=false need_pgbouncer=false need_node=false need_python=false need_failover=false need_book=false need_lint=false
+need_server=false need_browser=false need_pgbouncer=false need_node=false need_typescript=false need_python=false need_failover=false need_book=false need_lint=false
 for arg in "$@"; do
     case "$arg" in
         --need-server) need_server=true ;;
         --need-browser) need_browser=true ;;
         --need-pgbouncer) need_pgbouncer=true ;;
         --need-node) need_node=true ;;
+        --need-typescript) need_node=true need_typescript=true ;;
         --need-python) need_python=true ;;
         --need-failover) need_failover=true ;;
         --need-book) need_book=true ;;
@@ -82,6 +84,10 @@ if $need_node; then
         echo "bootstrap: installing the example's npm packages (pg, from package-lock.json)" >&2
         npm ci --prefix examples/enqueue --no-audit --no-fund --silent >&2
     fi
+fi
+if $need_typescript && [ ! -x guest-sdk/typescript/node_modules/.bin/componentize-js ]; then
+    echo "bootstrap: installing the TypeScript plugin build (esbuild, componentize-js, typescript; npm, from guest-sdk/typescript/package-lock.json, about 400 MB)" >&2
+    npm ci --prefix guest-sdk/typescript --no-audit --no-fund --silent >&2
 fi
 if $need_python && ! { [ -x .venv/bin/componentize-py ] && [ -x .venv/bin/pytest ] && .venv/bin/python -c 'import psycopg, numpy, dateutil' 2>/dev/null; }; then
     if ! python3 -m venv --help >/dev/null 2>&1; then

@@ -4,7 +4,8 @@
 # target on a fresh machine first. Python plugins (plugins/*-py, each an app.py) are
 # built with componentize-py from .venv (scripts/bootstrap.sh --need-python installs it;
 # without it they are skipped, with a line saying so),
-# only when their sources, the Python SDK or the WIT changed. With package names as
+# only when their sources, the Python SDK or the WIT changed; TypeScript plugins
+# (plugins/*-ts) likewise with guest-sdk/typescript (scripts/bootstrap.sh --need-typescript). With package names as
 # arguments (`build-plugins.sh daily-points`), only those Rust plugins are built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,5 +40,23 @@ for app in "${apps[@]}"; do
     fi
     echo "build-plugins: componentize-py $dir (about 30 s)" >&2
     .venv/bin/componentize-py -d wit -w task-plugin componentize -p "$dir" -p guest-sdk/python app -o "$wasm" >/dev/null
+done
+# TypeScript plugins (plugins/*-ts, plugins/fixtures/*-ts: each a src/plugin.ts), built
+# with the SDK's own wrapper (esbuild, then componentize-js without wasi:http).
+entries=(plugins/*-ts/src/plugin.ts plugins/fixtures/*-ts/src/plugin.ts)
+[ $# -eq 0 ] || entries=()
+for entry in "${entries[@]}"; do
+    [ -e "$entry" ] || continue
+    dir="$(dirname "$(dirname "$entry")")"
+    wasm="$out/$(basename "$dir" | tr - _).wasm"
+    if [ -e "$wasm" ] && [ -z "$(find "$dir/src" guest-sdk/typescript/src guest-sdk/typescript/build.mjs wit \( -name '*.ts' -o -name '*.mjs' -o -name '*.wit' \) -newer "$wasm" -print)" ]; then
+        continue
+    fi
+    if [ ! -x guest-sdk/typescript/node_modules/.bin/componentize-js ]; then
+        echo "build-plugins: skipping $dir: the TypeScript build is not installed (scripts/bootstrap.sh --need-typescript)" >&2
+        continue
+    fi
+    echo "build-plugins: componentize-js $dir (about 20 s)" >&2
+    node guest-sdk/typescript/build.mjs "$entry" -o "$wasm"
 done
 echo "$out"

@@ -3,7 +3,7 @@
 # end-to-end tests, which start their own PostgreSQL and build the plugins once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh --need-server --need-browser --need-pgbouncer --need-node --need-python --need-failover --need-book --need-lint
+bash scripts/bootstrap.sh --need-server --need-browser --need-pgbouncer --need-node --need-typescript --need-python --need-failover --need-book --need-lint
 bash scripts/build-plugins.sh >/dev/null
 bash scripts/book.sh >/dev/null
 # The house style: rustfmt.toml's layout, and no clippy warning in any target.

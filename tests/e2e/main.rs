@@ -35,4 +35,5 @@ mod server_crash;
 mod settings;
 mod tls;
 mod transient;
+mod typescript;
 mod upgrade;

@@ -380,25 +380,18 @@ pub async fn apply(database: &super::database::Database, data_dir: &std::path::P
         };
         tasks.push((spec, settings));
     }
-    // A dry run is one transaction, rolled back at the end, so that each task is checked
-    // against those applied before it, as for real.
-    let ordered = in_dependency_order(tasks);
-    if args.dry_run {
+    // Each task in a transaction of its own, as short as it can be: running hosts lock
+    // the same schedule rows every tick.
+    let (changed, registered) = if args.dry_run { ("would change", "would register") } else { ("changed", "registered") };
+    for (spec, settings) in in_dependency_order(tasks) {
         let tx = client.transaction().await?;
-        for (spec, settings) in &ordered {
-            let outcome =
-                applied::apply(&tx, spec, settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
-            print_applied(spec, outcome, ("would change", "would register"));
+        let outcome =
+            applied::apply(&tx, &spec, &settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
+        match args.dry_run {
+            true => tx.rollback().await?,
+            false => tx.commit().await?,
         }
-        tx.rollback().await?;
-    } else {
-        for (spec, settings) in &ordered {
-            let tx = client.transaction().await?;
-            let outcome =
-                applied::apply(&tx, spec, settings, &origin, reason.as_deref(), args.period_from).await.map_err(|e| anyhow::anyhow!("{}: {e}", spec.name))?;
-            tx.commit().await?;
-            print_applied(spec, outcome, ("changed", "registered"));
-        }
+        print_applied(&spec, outcome, (changed, registered));
     }
     Ok(ExitCode::SUCCESS)
 }

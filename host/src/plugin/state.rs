@@ -1,6 +1,6 @@
 //! What one call's store holds: WASI with no clocks, the memory cap, the capabilities
 //! the call is lent, its stderr and its deadline.
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
@@ -46,27 +46,5 @@ pub struct HostState {
 impl WasiView for HostState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
-    }
-}
-
-/// A wall clock stuck at the epoch and a monotonic clock stuck at zero: std needs the
-/// imports, plugins get no time from them (the slot says what time it is).
-pub(super) struct NoClock;
-
-impl wasmtime_wasi::HostWallClock for NoClock {
-    fn resolution(&self) -> Duration {
-        Duration::from_secs(1)
-    }
-    fn now(&self) -> Duration {
-        Duration::ZERO
-    }
-}
-
-impl wasmtime_wasi::HostMonotonicClock for NoClock {
-    fn resolution(&self) -> u64 {
-        1_000_000_000
-    }
-    fn now(&self) -> u64 {
-        0
     }
 }
