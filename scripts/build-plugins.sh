@@ -57,6 +57,6 @@ for entry in "${entries[@]}"; do
         continue
     fi
     echo "build-plugins: componentize-js $dir (about 20 s)" >&2
-    node guest-sdk/typescript/build.mjs "$entry" -o "$wasm"
+    node guest-sdk/typescript/build.mjs "$entry" -o "$wasm" --check
 done
 echo "$out"

@@ -7,8 +7,8 @@
 // ES module; componentize-js (SpiderMonkey, snapshotted with wizer) makes it a component of
 // world `task-plugin`. Its `http` and `fetch-event` features are off: they would import
 // wasi:http, which the host never links, so the component would be refused. `--aot` (weval)
-// is not used: it downloads from outside the npm registry. With --check, `tsc --noEmit`
-// checks the types first.
+// is not used: it downloads from outside the npm registry. With --check, tsc checks the
+// plugin's and the SDK's types first (strict).
 import { build } from "esbuild";
 import { componentize } from "@bytecodealliance/componentize-js";
 import { execFileSync } from "node:child_process";
@@ -32,12 +32,20 @@ for (let i = 0; i < args.length; i++) {
 if (!entry || !out) fail(usage);
 
 if (check) {
-  const tsc = join(here, "node_modules/typescript/bin/tsc");
+  // The plugin and the SDK under `strict`, `almanac-guest` mapped to the SDK's source.
+  const dir = mkdtempSync(join(tmpdir(), "almanac-tsc-"));
+  const tsconfig = join(dir, "tsconfig.json");
+  writeFileSync(tsconfig, JSON.stringify({
+    compilerOptions: { strict: true, target: "es2022", module: "es2022", moduleResolution: "bundler", noEmit: true, types: [],
+      paths: { "almanac-guest": [join(here, "src/index.ts")] } },
+    files: [join(here, "src/wit.d.ts"), resolve(entry)],
+  }));
   try {
-    execFileSync(process.execPath, [tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "es2022", "--moduleResolution", "bundler",
-      "--allowImportingTsExtensions", "--types", "", join(here, "src/wit.d.ts"), entry], { stdio: "inherit" });
+    execFileSync(process.execPath, [join(here, "node_modules/typescript/bin/tsc"), "-p", tsconfig], { stdio: "inherit" });
   } catch {
     fail(`${entry}: type errors (above)`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -80,6 +80,33 @@ fn almanac_new_makes_rust_and_python_projects_whose_own_tests_pass() {
     assert!(py.join("hello_py.wasm").exists(), "{report}");
 }
 
+/// `almanac new NAME --lang ts`: a TypeScript project whose `node --test` runs its source
+/// against a fake transaction and its built component in the real host, and whose build
+/// refuses a type error.
+#[test]
+fn almanac_new_makes_a_typescript_project_whose_own_tests_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let ts = dir.path().join("hello-ts");
+    let _clusters = ProjectClusters(vec![ts.clone()]);
+    let out = run(Command::new(almanac_bin()).args(["new", "hello-ts", "--lang", "ts"]).current_dir(dir.path()));
+    assert!(out.status.success(), "{}", text(&out));
+    let test = std::fs::read_to_string(ts.join("tests/plugin.test.mjs")).unwrap();
+    assert!(test.contains("[[\"2026-01-01\", \"hello\"]]"), "{test}");
+    std::fs::write(ts.join("tests/not-so.test.mjs"), test.replace("[[\"2026-01-01\", \"hello\"]]", "[[\"2026-01-01\", \"hi\"]]")).unwrap();
+    let out = run(Command::new("node").args(["--test"]).env("ALMANAC", almanac_bin()).current_dir(&ts));
+    let report = text(&out);
+    assert!(!out.status.success(), "{report}");
+    assert!(report.contains("# pass 3") && report.contains("# fail 1"), "{report}");
+    assert!(report.contains("not ok 2 - the component records each day once, in a real database") && report.contains("'hi'"), "{report}");
+    assert!(ts.join("hello_ts.wasm").exists(), "{report}");
+    // A type error stops the build, with tsc's message.
+    let source = std::fs::read_to_string(ts.join("src/plugin.ts")).unwrap();
+    std::fs::write(ts.join("src/plugin.ts"), source.replace("const greeting = ", "const greeting: number = ")).unwrap();
+    let out = run(Command::new("sh").arg("build.sh").current_dir(&ts));
+    let report = text(&out);
+    assert!(!out.status.success() && report.contains("error TS2322") && report.contains("type errors"), "{report}");
+}
+
 /// `almanac scratch NAME` makes NAME anew, and drops only what it made: never the
 /// private cluster's own database, whatever name it is given.
 #[test]

@@ -1,4 +1,4 @@
-//! `almanac new NAME [--lang rust|python]`: a plugin project that builds as it is.
+//! `almanac new NAME [--lang rust|python|ts]`: a plugin project that builds as it is.
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -8,6 +8,9 @@ use anyhow::{bail, Context};
 pub enum Lang {
     Rust,
     Python,
+    /// TypeScript (also `typescript`).
+    #[value(alias = "typescript")]
+    Ts,
 }
 
 #[derive(clap::Args)]
@@ -47,6 +50,7 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
     let (test, test_file) = match args.lang {
         Lang::Rust => ("`cargo test`", "tests/plugin.rs"),
         Lang::Python => ("`pytest` (`pip install pytest`, once)", "tests/test_plugin.py"),
+        Lang::Ts => ("`node --test`", "tests/plugin.test.mjs"),
     };
     let fill = |template: &str, build: &str, wasm: &str, lang: &str| {
         template
@@ -92,6 +96,26 @@ pub fn run(args: NewArgs) -> anyhow::Result<ExitCode> {
                 (".gitignore", "/*.wasm\n/.almanac\n__pycache__/\n.pytest_cache/\n".to_owned()),
             ]
         }
+        Lang::Ts => {
+            let wasm = format!("{module}.wasm");
+            let sdk = checkout.join("guest-sdk/typescript");
+            let script = format!(
+                "#!/bin/sh\n# Check the types (tsc --strict), then build the component (esbuild, then componentize-js):\n# the checkout's guest-sdk/typescript, installed there once by scripts/bootstrap.sh --need-typescript.\nset -e\ncd \"$(dirname \"$0\")\"\nexec node {} src/plugin.ts -o {wasm} --check\n",
+                sh_word(&sdk.join("build.mjs"))
+            );
+            let testing = file_url(&sdk.join("testing.mjs"));
+            let build = "sh build.sh   # needs the checkout's scripts/bootstrap.sh --need-typescript, once";
+            vec![
+                ("src/plugin.ts", fill(include_str!("../../templates/new/plugin.ts.in"), build, &wasm, "TypeScript")),
+                ("build.sh", script),
+                ("package.json", format!("{{\n  \"name\": {},\n  \"private\": true,\n  \"type\": \"module\",\n  \"scripts\": {{ \"build\": \"sh build.sh\", \"test\": \"node --test\" }}\n}}\n", serde_json::Value::String(name.clone()))),
+                ("tsconfig.json", format!("{{\n  \"compilerOptions\": {{\n    \"strict\": true,\n    \"target\": \"es2022\",\n    \"module\": \"es2022\",\n    \"moduleResolution\": \"bundler\",\n    \"noEmit\": true,\n    \"paths\": {{ \"almanac-guest\": [{}] }}\n  }},\n  \"files\": [{}, \"src/plugin.ts\"]\n}}\n", serde_json::Value::String(sdk.join("src/index.ts").display().to_string()), serde_json::Value::String(sdk.join("src/wit.d.ts").display().to_string()))),
+                ("tests/almanac.mjs", format!("// The test helpers of the Almanac checkout this project was made from.\nexport * from {};\n", serde_json::Value::String(testing))),
+                ("tests/plugin.test.mjs", fill(include_str!("../../templates/new/plugin.test.mjs.in"), build, &wasm, "TypeScript")),
+                ("README.md", fill(include_str!("../../templates/new/README.md.in"), build, &wasm, "TypeScript")),
+                (".gitignore", "/*.wasm\n/.almanac\n/node_modules\n".to_owned()),
+            ]
+        }
     };
     for (path, text) in &files {
         let path = dir.join(path);
@@ -112,4 +136,17 @@ fn toml_string(path: &Path) -> String {
 /// `path` as one word of a POSIX shell command line, whatever characters it holds.
 fn sh_word(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
+}
+
+/// `path` (absolute) as a `file:` URL, every byte outside the unreserved set and `/`
+/// percent-encoded: what `import` takes, wherever the checkout lives.
+fn file_url(path: &Path) -> String {
+    let mut url = String::from("file://");
+    for b in path.display().to_string().bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => url.push(b as char),
+            _ => url.push_str(&format!("%{b:02X}")),
+        }
+    }
+    url
 }
