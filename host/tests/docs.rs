@@ -146,4 +146,7 @@ fn the_readmes_plugins_are_the_plugins_code() {
     let python = readme_block("python", "#");
     assert!(python.len() > 15, "the Python plugin is shown");
     is_drawn_from(&python, "plugins/daily-points-py/app.py");
+    let typescript = readme_block("typescript", "//");
+    assert!(typescript.len() > 10, "the TypeScript plugin is shown");
+    is_drawn_from(&typescript, "plugins/daily-points-ts/src/plugin.ts");
 }
