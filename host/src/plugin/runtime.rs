@@ -31,11 +31,13 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// it and discards the connection it was using.
 const HARD_DEADLINE_SLACK: Duration = Duration::from_secs(10);
 
-/// Bytes of each instance's memory reset in place between jobs. Measured with
-/// `almanac bench` (per-job overhead of daily-points): madvise 29 µs; 256 KiB 12 µs
-/// with the workspace's 64 KiB guest stack (.cargo/config.toml), 26 µs with Rust's
-/// default 1 MiB stack; 1 MiB 43 µs with the default stack, as it zeroes the unused stack.
-const KEEP_RESIDENT: usize = 256 << 10;
+/// Bytes of each instance's memory kept resident and reset in place between jobs, of
+/// which PAGEMAP_SCAN (Linux 6.7+; elsewhere a memset of the lowest bytes) finds the
+/// pages a job dirtied. Measured with `almanac bench` (plugin overhead per job): Rust
+/// daily-points 16–19 µs at 256 KiB, 16 MiB and 64 MiB alike; the TypeScript one
+/// (a ~10 MB pre-initialised SpiderMonkey heap) 1,134 µs at 256 KiB without the scan,
+/// 632 µs at 16 MiB with it, 718 µs at 64 MiB. What stays resident is per pooled slot.
+const KEEP_RESIDENT: usize = 16 << 20;
 
 /// Pooling-allocator slots per plugin instance: enough for a componentize-py component
 /// (measured: 32 core-instance slots ran out at 3 concurrent Python instances).
@@ -157,7 +159,8 @@ impl Runtime {
             // unmapping it: no page faults and no TLB shootdowns across cores on the
             // next job (profiled: they were most of the host's CPU per job).
             .linear_memory_keep_resident(KEEP_RESIDENT)
-            .table_keep_resident(KEEP_RESIDENT);
+            .table_keep_resident(KEEP_RESIDENT)
+            .pagemap_scan(wasmtime::Enabled::Auto);
         let mut config = Config::new();
         config.epoch_interruption(true).allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(wasm_error)?;

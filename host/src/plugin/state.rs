@@ -1,4 +1,4 @@
-//! What one call's store holds: WASI with no clocks, the memory cap, the capabilities
+//! What one call's store holds: WASI (the host's clocks, no files), the memory cap, the capabilities
 //! the call is lent, its stderr and its deadline.
 use std::time::Instant;
 
