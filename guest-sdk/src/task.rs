@@ -43,6 +43,7 @@ impl TaskInfo {
             settings: Vec::new(),
             calls: Vec::new(),
             enqueues: Vec::new(),
+            reuse: 0,
         })
     }
 
@@ -128,6 +129,17 @@ impl TaskInfo {
                 self.0.calls.push((*name).to_owned());
             }
         }
+        self
+    }
+
+    /// Let one instance run up to `jobs` jobs of this task in a row, instead of a fresh
+    /// instance per job (WIT `task-info.reuse`). What a job leaves in the instance's memory
+    /// (a `static`, a cache) is then seen by the next jobs it runs: declare it only when
+    /// a job depends on nothing but its arguments and the database. The host starts a
+    /// fresh instance after `jobs` jobs, after any job that fails, and when its memory has
+    /// grown past half the cap.
+    pub fn reuse(mut self, jobs: u32) -> Self {
+        self.0.reuse = jobs;
         self
     }
 

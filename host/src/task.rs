@@ -67,6 +67,9 @@ pub struct TaskSpec {
     pub calls: Vec<String>,
     /// The tasks whose jobs it enqueues (`jobs.enqueue`): its role may enqueue into these.
     pub enqueues: Vec<String>,
+    /// How many jobs one instance may run in a row (WIT `task-info.reuse`; 0 and 1: a
+    /// fresh instance for every call).
+    pub reuse: u32,
 }
 
 impl TaskSpec {
@@ -91,6 +94,7 @@ impl TaskSpec {
             settings: Vec::new(),
             calls: Vec::new(),
             enqueues: Vec::new(),
+            reuse: 0,
         }
     }
 
@@ -180,6 +184,7 @@ impl TaskSpec {
             tables,
             setup: info.setup,
             settings,
+            reuse: info.reuse,
         })
     }
 }

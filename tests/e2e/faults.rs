@@ -91,7 +91,7 @@ async fn broken_files_in_the_plugins_folder_are_named_and_skipped() {
         format!("plugin not loaded: {dir}/garbage.wasm: not a WebAssembly file"),
         format!("plugin not loaded: {dir}/core.wasm: a core WebAssembly module, not a component"),
         format!("plugin not loaded: {dir}/truncated.wasm: invalid component"),
-        format!("plugin not loaded: {dir}/fixture_otherworld.wasm: does not fit world task-plugin of almanac:plugin@0.4.0 or almanac:plugin@0.3.0 or almanac:plugin@0.2.0 or almanac:plugin@0.1.0: "),
+        format!("plugin not loaded: {dir}/fixture_otherworld.wasm: does not fit world task-plugin of almanac:plugin@0.5.0 or almanac:plugin@0.4.0 or almanac:plugin@0.3.0 or almanac:plugin@0.2.0 or almanac:plugin@0.1.0: "),
         format!("plugin not loaded: {dir}/fixture_badcron.wasm: task \"fixture-badcron\": invalid cron expression \"61 * * * *\""),
         format!("plugin not loaded: {dir}/zz_copy.wasm: task \"daily-points\" is already provided by {dir}/daily_points.wasm"),
     ] {

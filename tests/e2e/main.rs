@@ -29,6 +29,7 @@ mod privilege;
 mod python;
 mod reliability;
 mod reload;
+mod reuse;
 mod scaffold;
 mod scheduler;
 mod server_crash;

@@ -160,12 +160,12 @@ async fn a_plugin_built_for_wit_0_1_0_still_loads_and_runs() {
 }
 
 /// Components built against almanac:plugin@0.2.0 (kept as a binary: it declares its
-/// settings but no calls), 0.3.0 (no enqueues) and 0.4.0 (kept likewise, for when a newer
-/// version is current) load and run unchanged beside current plugins, and the published WIT files are the
+/// settings but no calls), 0.3.0 (no enqueues), 0.4.0 (no reuse) and 0.5.0 (kept likewise,
+/// for when a newer version is current) load and run unchanged beside current plugins, and the published WIT files are the
 /// ones they were built against, byte for byte.
 #[tokio::test(flavor = "multi_thread")]
 async fn plugins_built_for_older_wit_versions_still_load_and_run() {
-    for version in ["0.2.0", "0.3.0", "0.4.0"] {
+    for version in ["0.2.0", "0.3.0", "0.4.0", "0.5.0"] {
         let db = TestDb::new().await;
         db.accounts(3).await;
         let plugins = plugin_dir(&["fixture_permanent"]);
@@ -181,7 +181,9 @@ async fn plugins_built_for_older_wit_versions_still_load_and_run() {
     }
     // Each published version's WIT file, as published (SHA-256 of the file).
     use sha2::Digest;
-    for (version, digest) in [("0.1.0", PUBLISHED_0_1_0), ("0.2.0", PUBLISHED_0_2_0), ("0.3.0", PUBLISHED_0_3_0), ("0.4.0", PUBLISHED_0_4_0)] {
+    for (version, digest) in
+        [("0.1.0", PUBLISHED_0_1_0), ("0.2.0", PUBLISHED_0_2_0), ("0.3.0", PUBLISHED_0_3_0), ("0.4.0", PUBLISHED_0_4_0), ("0.5.0", PUBLISHED_0_5_0)]
+    {
         let text = std::fs::read(crate::support::workspace().join(format!("wit/{version}/almanac.wit"))).unwrap();
         assert_eq!(hex::encode(sha2::Sha256::digest(&text)), digest, "wit/{version}/almanac.wit changed: a published version never does");
     }
@@ -191,5 +193,7 @@ const PUBLISHED_0_1_0: &str = "4870efe681ff48334acee9df449cd3bc1e5512fa87405b1b4
 const PUBLISHED_0_2_0: &str = "1511907e1476df41c079c4e11fbdc76cc4ac53bffb4201a46ca336d098750e35";
 /// As landed with business calendars (issue 42).
 const PUBLISHED_0_3_0: &str = "5752f8cce5ba27b3d5b75f7abcc782836a22a66852e0c34e7ae50e800071a6be";
-/// As landed with plugins that enqueue (issue 43); wit/almanac.wit is its text until 0.5.0.
+/// As landed with plugins that enqueue (issue 43).
 const PUBLISHED_0_4_0: &str = "0c203f2f5dfae7af788d73ca711e2d8f216dae5cd9d420a58148bfeced080d22";
+/// As landed with instances that run several jobs (issue 45); wit/almanac.wit is its text until 0.6.0.
+const PUBLISHED_0_5_0: &str = "cbfd458bd22fdc2b93ddcc0f73271f6e846fd16d64dad8b8d52e006426c2d46e";

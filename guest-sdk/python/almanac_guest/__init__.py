@@ -172,7 +172,7 @@ class TaskInfo:
     def __init__(self, name: str, schedule: Optional[str], zone: str = "UTC"):
         self._info = _wit.TaskInfo(
             name=name, version="0.0.0", schedule=schedule, zone=zone, catch_up=_wit.CatchUp_All(),
-            max_attempts=5, timeout_ms=30_000, tables=[], setup=[], settings=[], calls=[], enqueues=[],
+            max_attempts=5, timeout_ms=30_000, tables=[], setup=[], settings=[], calls=[], enqueues=[], reuse=0,
         )
 
     @staticmethod
@@ -206,6 +206,16 @@ class TaskInfo:
     def _tables(self, tables: Any, access: Any) -> "TaskInfo":
         for name in tables:
             self._info.tables = [t for t in self._info.tables if t.name != name] + [_wit.TableAccess(name, access)]
+        return self
+
+    def reuse(self, jobs: int) -> "TaskInfo":
+        """Let one instance run up to `jobs` jobs of this task in a row instead of a fresh
+        one per job. What a job leaves in the instance (a module-level variable, a cache)
+        is then seen by the next jobs it runs: declare it only when a job depends on
+        nothing but its arguments and the database. The host starts a fresh instance
+        after `jobs` jobs, after any job that fails, and when its memory has grown past
+        half the cap."""
+        self._info.reuse = jobs
         return self
 
     def enqueues(self, *tasks: str) -> "TaskInfo":

@@ -14,13 +14,13 @@
 //
 // `node guest-sdk/typescript/build.mjs plugin.ts -o plugin.wasm` builds it. The host treats
 // the component like any other: same sandbox, limits, database role and statement policy.
-import * as wit from "almanac:plugin/types@0.4.0";
-import type { Transaction } from "almanac:plugin/db@0.4.0";
-import { publish as outboxPublish } from "almanac:plugin/outbox@0.4.0";
-import { log as hostLog } from "almanac:plugin/log@0.4.0";
-import { get as configGet } from "almanac:plugin/config@0.4.0";
-import { today as businessToday, type BusinessDay } from "almanac:plugin/business@0.4.0";
-import { enqueue as jobsEnqueue } from "almanac:plugin/jobs@0.4.0";
+import * as wit from "almanac:plugin/types@0.5.0";
+import type { Transaction } from "almanac:plugin/db@0.5.0";
+import { publish as outboxPublish } from "almanac:plugin/outbox@0.5.0";
+import { log as hostLog } from "almanac:plugin/log@0.5.0";
+import { get as configGet } from "almanac:plugin/config@0.5.0";
+import { today as businessToday, type BusinessDay } from "almanac:plugin/business@0.5.0";
+import { enqueue as jobsEnqueue } from "almanac:plugin/jobs@0.5.0";
 
 /** Why a call failed: stored as the job's last error; `retryable` says whether to try again.
  * Any other error thrown out of `plan` or `run` is retryable, as a Rust panic is. */
@@ -180,6 +180,7 @@ interface Info {
   settings: { name: string; default?: string; doc: string }[];
   calls: string[];
   enqueues: string[];
+  reuse: number;
 }
 
 /** The task's identity and defaults (WIT `task-info`), built step by step. Defaults: catch
@@ -200,6 +201,7 @@ export class TaskInfo {
       settings: [],
       calls: [],
       enqueues: [],
+      reuse: 0,
     };
   }
   /** A task without a schedule: its jobs come only from enqueues. */
@@ -237,6 +239,16 @@ export class TaskInfo {
     for (const name of tables) {
       this.info.tables = this.info.tables.filter((t) => t.name !== name).concat([{ name, access }]);
     }
+    return this;
+  }
+  /** Let one instance run up to `jobs` jobs of this task in a row instead of a fresh one
+   * per job (SpiderMonkey started once, not per job). What a job leaves in the instance (a
+   * module-level variable, a cache, a global) is then seen by the next jobs it runs:
+   * declare it only when a job depends on nothing but its arguments and the database. The
+   * host starts a fresh instance after `jobs` jobs, after any job that fails, and when its
+   * memory has grown past half the cap. */
+  reuse(jobs: number): this {
+    this.info.reuse = jobs;
     return this;
   }
   /** The tasks whose jobs this plugin enqueues (`tx.enqueue`): its role may enqueue into

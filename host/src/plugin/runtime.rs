@@ -219,6 +219,7 @@ impl Runtime {
             settings: arc_swap::ArcSwap::from_pointee(Settings::default()),
             suspended: std::sync::atomic::AtomicBool::new(false),
             suspensions: std::sync::atomic::AtomicU64::new(0),
+            warm: std::sync::Mutex::new(Vec::new()),
         };
         let info = plugin.describe().await.map_err(|e| LoadError::Describe { file: name.clone(), reason: e.to_string() })?;
         plugin.spec = TaskSpec::from_info(info, &self.database).map_err(|reason| LoadError::Spec { file: name.clone(), reason })?;
@@ -315,7 +316,22 @@ pub struct Plugin {
     /// How many times it was suspended or resumed: workers recompute the tasks they claim
     /// for when the registry's sum moves ([`Registry::suspensions`](super::Registry::suspensions)).
     suspensions: std::sync::atomic::AtomicU64,
+    /// Instances kept for its next jobs, when it declares `reuse` (at most [`WARM_KEPT`]).
+    warm: std::sync::Mutex<Vec<Warm>>,
 }
+
+/// An instance that ran a job and may run the next one of its task ([`TaskSpec::reuse`]),
+/// holding nothing of that job's: no connection, no transaction, no deadline.
+struct Warm {
+    store: Store<HostState>,
+    instance: Instance,
+    /// Jobs it has run.
+    served: u32,
+}
+
+/// Warm instances one plugin keeps at most: each holds a pooling slot the other plugins'
+/// fresh instances need.
+const WARM_KEPT: usize = 8;
 
 impl Plugin {
     pub fn name(&self) -> &str {
@@ -379,6 +395,37 @@ impl Plugin {
         self.suspensions.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// The call's session: its connection, deadline, role and result budget.
+    fn session(&self, conn: Lent, task: String, deadline: Instant, traced: bool) -> Session {
+        let session = Session::new(
+            task,
+            conn,
+            deadline,
+            self.runtime.policy.clone(),
+            self.role.clone(),
+            self.runtime.limits.memory_bytes,
+            self.runtime.cancel_tls.clone(),
+        );
+        if traced {
+            session.traced()
+        } else {
+            session
+        }
+    }
+
+    /// Give a warm instance's store the next call's state: what it was lent, its log
+    /// fields, its business day, the settings as they are now, a new deadline.
+    fn renew(&self, store: &mut Store<HostState>, conn: Lent, fields: CallFields, today: Today) {
+        let deadline = Instant::now() + self.spec.timeout;
+        let state = store.data_mut();
+        state.db = self.session(conn, fields.task.clone(), deadline, false);
+        state.log = Logger::new(fields);
+        state.config = (*self.settings.load_full()).clone();
+        state.today = today;
+        state.deadline = deadline;
+        store.set_epoch_deadline(1);
+    }
+
     fn store(&self, conn: Lent, fields: CallFields, traced: bool, today: Today) -> (Store<HostState>, Instant) {
         let timeout = self.spec.timeout;
         let deadline = Instant::now() + timeout;
@@ -389,23 +436,8 @@ impl Plugin {
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limiter: MemoryCap(self.runtime.limits.memory_bytes),
-            db: {
-                let session = Session::new(
-                    fields.task.clone(),
-                    conn,
-                    deadline,
-                    self.runtime.policy.clone(),
-                    self.role.clone(),
-                    self.runtime.limits.memory_bytes,
-                    self.runtime.cancel_tls.clone(),
-                );
-                if traced {
-                    session.traced()
-                } else {
-                    session
-                }
-            },
+            limiter: MemoryCap { cap: self.runtime.limits.memory_bytes, grown: 0 },
+            db: self.session(conn, fields.task.clone(), deadline, traced),
             log: Logger::new(fields),
             config: (*self.settings.load_full()).clone(),
             today,
@@ -456,14 +488,45 @@ impl Plugin {
     async fn run_lent(&self, lent: Lent, job: &Job, traced: bool) -> (Called<()>, Trace) {
         let fields = CallFields { plugin: self.spec.name.clone(), task: job.task.clone(), slot: job.slot.label.clone(), key: job.key.clone() };
         let today = Today::new(self.applied(), micros(job.slot.start));
-        let (mut store, _) = self.store(lent, fields, traced, today);
-        let (instance, tx) = match self.ready(&mut store).await {
-            Ok(ready) => ready,
+        // A dry run always gets a fresh instance: what it shows is what a job does alone.
+        let reuse = self.spec.reuse > 1 && !traced;
+        let warm = if reuse { self.warm.lock().unwrap_or_else(|e| e.into_inner()).pop() } else { None };
+        let (mut store, instance, served) = match warm {
+            Some(mut warm) => {
+                self.renew(&mut warm.store, lent, fields, today);
+                (warm.store, warm.instance, warm.served)
+            }
+            None => {
+                let (mut store, _) = self.store(lent, fields, traced, today);
+                match self.instantiate(&mut store).await {
+                    Ok(instance) => (store, instance, 0),
+                    Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Trace::default()),
+                }
+            }
+        };
+        let (tx, owned) = match lend(&mut store) {
+            Ok(lent) => lent,
             Err(e) => return (Called { result: Err(e), ending: Ending::default() }, Trace::default()),
         };
         let outcome = self.bounded(instance.run(&mut store, job, tx)).await;
         let called = finish(&store, outcome, self.spec.timeout, self.runtime.limits.memory_bytes);
-        (called, store.data_mut().db.take_trace())
+        let trace = store.data_mut().db.take_trace();
+        // Kept only after a job that succeeded, while it has jobs left and its memory is
+        // under half the cap; it keeps nothing of the job's: its session is emptied and
+        // the transaction it was lent is gone.
+        let served = served + 1;
+        if reuse && called.result.is_ok() && served < self.spec.reuse && store.data().limiter.grown <= self.runtime.limits.memory_bytes / 2 {
+            let deadline = Instant::now();
+            let state = store.data_mut();
+            state.db = self.session(Lent::Nothing, String::new(), deadline, false);
+            if state.table.delete(owned).is_ok() {
+                let mut kept = self.warm.lock().unwrap_or_else(|e| e.into_inner());
+                if kept.len() < WARM_KEPT {
+                    kept.push(Warm { store, instance, served });
+                }
+            }
+        }
+        (called, trace)
     }
 
     /// One page of `plan` inside the transaction open on `conn`.
@@ -489,7 +552,7 @@ impl Plugin {
     /// A fresh instance in `store` and the transaction it is lent.
     async fn ready(&self, store: &mut Store<HostState>) -> Result<(Instance, Resource<Transaction>), CallError> {
         let instance = self.instantiate(store).await?;
-        Ok((instance, lend(store)?))
+        Ok((instance, lend(store)?.0))
     }
 
     /// The epoch deadline stops guest code; this stops a call stuck anywhere else.
@@ -504,10 +567,11 @@ pub struct Called<T> {
     pub ending: Ending,
 }
 
-/// Lend the call's transaction: the guest receives a borrow, valid for this call only.
-fn lend(store: &mut Store<HostState>) -> Result<Resource<Transaction>, CallError> {
+/// Lend the call's transaction: the guest receives a borrow, valid for this call only;
+/// the host keeps the owned handle, to take it back from a store kept warm.
+fn lend(store: &mut Store<HostState>) -> Result<(Resource<Transaction>, Resource<Transaction>), CallError> {
     let owned = store.data_mut().table.push(Transaction).map_err(|e| CallError::Instantiate(e.to_string()))?;
-    Ok(Resource::new_borrow(owned.rep()))
+    Ok((Resource::new_borrow(owned.rep()), owned))
 }
 
 /// Turn what a call returned into the job's verdict.

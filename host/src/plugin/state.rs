@@ -15,13 +15,19 @@ use crate::capability::log::Logger;
 #[error("memory limit of {0} bytes exceeded")]
 pub(super) struct MemoryExceeded(pub(super) usize);
 
-pub(super) struct MemoryCap(pub(super) usize);
+/// The memory cap, and the largest size a memory of the store has grown to (a warm
+/// instance grown past half the cap is not kept).
+pub(super) struct MemoryCap {
+    pub(super) cap: usize,
+    pub(super) grown: usize,
+}
 
 impl wasmtime::ResourceLimiter for MemoryCap {
     fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.0 {
-            return Err(MemoryExceeded(self.0).into());
+        if desired > self.cap {
+            return Err(MemoryExceeded(self.cap).into());
         }
+        self.grown = self.grown.max(desired);
         Ok(true)
     }
     fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
