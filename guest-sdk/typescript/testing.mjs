@@ -25,6 +25,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
+let loads = 0;
 
 // ---------------------------------------------------------------- the source, faked host
 
@@ -63,7 +64,12 @@ export async function loadPlugin(entry, { settings = {}, today } = {}) {
       logLevel: "warning",
     });
     globalThis.__almanacFakeHost = host;
-    const { task } = await import(pathToFileURL(out).href + `?${Date.now()}`);
+    // The SDK sends console.* to the host's log: the plugin's, not the test's.
+    const methods = ["log", "info", "debug", "warn", "error"];
+    const tests = Object.fromEntries(methods.map((m) => [m, console[m]]));
+    const { task } = await import(pathToFileURL(out).href + `?${loads++}`);
+    const plugins = Object.fromEntries(methods.map((m) => [m, console[m]]));
+    Object.assign(console, tests);
     const micros = (t) => BigInt(new Date(t).getTime()) * 1000n;
     // A slot given as an instant alone, or as { start, end?, label?, zone? }.
     const given = (s) => (typeof s === "object" && !(s instanceof Date) ? s : { start: s });
@@ -71,16 +77,21 @@ export async function loadPlugin(entry, { settings = {}, today } = {}) {
       const s = given(slot);
       return { start: micros(s.start), end: micros(s.end ?? s.start), label: label ?? s.label ?? String(s.start), zone: s.zone ?? "UTC" };
     };
+    // Each call sees its own fake host and console, whatever other plugins a test loaded.
     const unwrap = (f) => {
+      globalThis.__almanacFakeHost = host;
+      Object.assign(console, plugins);
       try {
         return f();
       } catch (e) {
         throw e?.payload ?? e;
+      } finally {
+        Object.assign(console, tests);
       }
     };
     return {
       logs: host.logs,
-      describe: () => task.describe(),
+      describe: () => unwrap(() => task.describe()),
       plan: (slot, tx, after, limit = 100) => unwrap(() => task.plan(slotOf(slot), new FakeTransaction(tx), after, limit)),
       run: (job, tx) =>
         unwrap(() =>
@@ -287,7 +298,7 @@ export class Almanac {
   }
 
   options() {
-    return { cwd: this.project, env: { ...process.env, DATABASE_URL: this.url }, encoding: "utf8" };
+    return { cwd: this.project, env: { ...process.env, DATABASE_URL: this.url }, encoding: "utf8", maxBuffer: 1 << 28 };
   }
 }
 
@@ -303,7 +314,7 @@ function almanacBin() {
 
 function check([command, ...args], options) {
   try {
-    return execFileSync(command, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], ...options });
+    return execFileSync(command, args, { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], maxBuffer: 1 << 28, ...options });
   } catch (e) {
     throw new Error(`${[command, ...args].join(" ")} failed:\n${e.stdout ?? ""}${e.stderr ?? e.message}`);
   }

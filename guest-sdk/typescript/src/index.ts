@@ -349,7 +349,13 @@ function call<T>(f: () => T): T {
  * error as `payload`, as componentize-js expects of an export returning `result`). */
 function failing<T>(f: () => T): T {
   try {
-    return f();
+    const returned = f();
+    // The host's calls answer at once (tx.query returns its rows): an async plan or run
+    // would return before its awaits ran, and its errors would be lost.
+    if (typeof (returned as { then?: unknown })?.then === "function") {
+      throw TaskError.permanent("plan or run returned a Promise: write it as a plain function (tx.query and tx.execute return their results, no await)");
+    }
+    return returned;
   } catch (e) {
     const error =
       e instanceof TaskError

@@ -133,6 +133,8 @@ impl RunArgs {
             limits: plugin::Limits {
                 memory_bytes: self.memory_limit_mib << 20,
                 instances: (self.workers as u32) * 2 + 8,
+                // As many as can run at once: a worker runs one job at a time.
+                warm: self.workers as u32,
                 allow_functions: self.allow_functions.clone(),
                 deny_functions: self.deny_functions.clone(),
                 max_timeout: self.max_timeout,

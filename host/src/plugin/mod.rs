@@ -1,10 +1,12 @@
 //! Loading plugins and calling them: the runtime (engine, linker, cache of compiled
-//! code) and each loaded plugin (`runtime`), what a call's store holds (`state`), the
+//! code) and each loaded plugin (`runtime`), what a call's store holds (`state`) and its
+//! stderr (`stderr`), the
 //! WIT worlds a component may be built for (`world`), and the plugins a host serves
 //! now (`registry`).
 mod registry;
 mod runtime;
 mod state;
+mod stderr;
 mod world;
 
 pub use crate::task::TaskSpec;

@@ -9,7 +9,6 @@ use crate::db::Conn;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker, Resource, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 use crate::bindings::almanac::plugin as wit;
 use crate::bindings::almanac::plugin::types::{Job, Slot};
@@ -45,9 +44,6 @@ const CORE_INSTANCES_PER_PLUGIN: u32 = 16;
 const MEMORIES_PER_PLUGIN: u32 = 4;
 const TABLES_PER_PLUGIN: u32 = 8;
 
-/// Bytes of a plugin's stderr (panic messages) kept per call.
-const STDERR_CAPACITY: usize = 8 * 1024;
-
 /// Resource limits for plugin instances.
 #[derive(Debug, Clone)]
 pub struct Limits {
@@ -55,6 +51,10 @@ pub struct Limits {
     pub memory_bytes: usize,
     /// Instances alive at once (pooling allocator slots). Defaults to 64.
     pub instances: u32,
+    /// Instances kept warm for their plugins' next jobs ([`TaskSpec::reuse`]), across all
+    /// plugins; their slots come on top of `instances`, so they never starve a fresh
+    /// instance. Defaults to 8.
+    pub warm: u32,
     /// Entries of the statement policy's function deny list to lift (e.g. `pg_sleep`).
     pub allow_functions: Vec<String>,
     /// Functions to take off the allowlist ([`allow::ALLOWED`](crate::capability::db::policy::allow::ALLOWED)).
@@ -67,7 +67,14 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { memory_bytes: 64 << 20, instances: 64, allow_functions: Vec::new(), deny_functions: Vec::new(), max_timeout: Duration::from_secs(15 * 60) }
+        Limits {
+            memory_bytes: 64 << 20,
+            instances: 64,
+            warm: 8,
+            allow_functions: Vec::new(),
+            deny_functions: Vec::new(),
+            max_timeout: Duration::from_secs(15 * 60),
+        }
     }
 }
 
@@ -138,6 +145,8 @@ pub struct Runtime {
     cancel_tls: crate::db::Tls,
     /// The database the plugins are served in: their roles are its own.
     database: String,
+    /// Instances kept warm now, across plugins (at most `limits.warm`).
+    warm: std::sync::atomic::AtomicUsize,
     _ticker: std::thread::JoinHandle<()>,
 }
 
@@ -145,13 +154,14 @@ impl Runtime {
     /// A runtime for plugins served in `database` (as `current_database()` names it).
     pub fn new(limits: Limits, cache_dir: Option<PathBuf>, cancel_tls: crate::db::Tls, database: &str) -> anyhow::Result<Arc<Runtime>> {
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(limits.instances)
+        let slots = limits.instances + limits.warm;
+        pool.total_component_instances(slots)
             // A Rust plugin is one or two core instances with one memory; a Python one
             // (componentize-py) about a dozen core instances with several memories and
             // tables. Slots are address space reserved, not memory used.
-            .total_core_instances(limits.instances * CORE_INSTANCES_PER_PLUGIN)
-            .total_memories(limits.instances * MEMORIES_PER_PLUGIN)
-            .total_tables(limits.instances * TABLES_PER_PLUGIN)
+            .total_core_instances(slots * CORE_INSTANCES_PER_PLUGIN)
+            .total_memories(slots * MEMORIES_PER_PLUGIN)
+            .total_tables(slots * TABLES_PER_PLUGIN)
             // The limiter refuses growth past the cap with a clear error; the pool only
             // needs room for it.
             .max_memory_size(limits.memory_bytes + (1 << 16))
@@ -187,7 +197,17 @@ impl Runtime {
             })?
         };
         let policy = Arc::new(Policy::new(&limits.allow_functions, &limits.deny_functions).map_err(|e| anyhow::anyhow!(e))?);
-        Ok(Arc::new(Runtime { engine, linker, cache_dir, limits, policy, cancel_tls, database: database.to_owned(), _ticker: ticker }))
+        Ok(Arc::new(Runtime {
+            engine,
+            linker,
+            cache_dir,
+            limits,
+            policy,
+            cancel_tls,
+            database: database.to_owned(),
+            warm: std::sync::atomic::AtomicUsize::new(0),
+            _ticker: ticker,
+        }))
     }
 
     /// Compile (or fetch from the cache) and describe one plugin file.
@@ -329,9 +349,14 @@ struct Warm {
     served: u32,
 }
 
-/// Warm instances one plugin keeps at most: each holds a pooling slot the other plugins'
-/// fresh instances need.
+/// Warm instances one plugin keeps at most (all of them together: [`Limits::warm`]).
 const WARM_KEPT: usize = 8;
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        self.cool();
+    }
+}
 
 impl Plugin {
     pub fn name(&self) -> &str {
@@ -352,6 +377,7 @@ impl Plugin {
     /// Follow a stored schedule read by the scheduler.
     pub fn follow(&self, applied: crate::task::Applied) {
         self.applied.store(Some(Arc::new(applied)));
+        self.cool();
     }
 
     /// The settings its calls read.
@@ -368,10 +394,19 @@ impl Plugin {
 
     pub fn set_settings(&self, settings: Settings) {
         self.settings.store(Arc::new(settings));
+        self.cool();
+    }
+
+    /// Drop its warm instances: what they hold was made under settings or a schedule
+    /// that changed, or for a task no longer served here.
+    fn cool(&self) {
+        let dropped = std::mem::take(&mut *self.warm.lock().unwrap_or_else(|e| e.into_inner())).len();
+        self.runtime.warm.fetch_sub(dropped, std::sync::atomic::Ordering::AcqRel);
     }
 
     /// Stop claiming its jobs on this host (logged once, with why).
     pub fn suspend(&self, why: String) {
+        self.cool();
         if !self.suspended.swap(true, std::sync::atomic::Ordering::AcqRel) {
             tracing::error!(task = %self.name(), "not served here: {why}");
             self.suspensions.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -414,10 +449,12 @@ impl Plugin {
     }
 
     /// Give a warm instance's store the next call's state: what it was lent, its log
-    /// fields, its business day, the settings as they are now, a new deadline.
+    /// fields, its business day, the settings as they are now, a new deadline, and an
+    /// empty stderr (what earlier jobs wrote is not this one's).
     fn renew(&self, store: &mut Store<HostState>, conn: Lent, fields: CallFields, today: Today) {
         let deadline = Instant::now() + self.spec.timeout;
         let state = store.data_mut();
+        state.stderr.clear();
         state.db = self.session(conn, fields.task.clone(), deadline, false);
         state.log = Logger::new(fields);
         state.config = (*self.settings.load_full()).clone();
@@ -429,14 +466,14 @@ impl Plugin {
     fn store(&self, conn: Lent, fields: CallFields, traced: bool, today: Today) -> (Store<HostState>, Instant) {
         let timeout = self.spec.timeout;
         let deadline = Instant::now() + timeout;
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let stderr = super::stderr::Stderr::default();
         // The host's clocks: `SELECT now()` tells a plugin the time anyway, and Date.now() or
         // SystemTime reading 1970 surprised more than it protected. A job's time is its slot.
         let wasi = wasmtime_wasi::WasiCtxBuilder::new().stderr(stderr.clone()).build();
         let state = HostState {
             wasi,
             table: ResourceTable::new(),
-            limiter: MemoryCap { cap: self.runtime.limits.memory_bytes, grown: 0 },
+            limiter: MemoryCap { cap: self.runtime.limits.memory_bytes, total: 0 },
             db: self.session(conn, fields.task.clone(), deadline, traced),
             log: Logger::new(fields),
             config: (*self.settings.load_full()).clone(),
@@ -491,6 +528,9 @@ impl Plugin {
         // A dry run always gets a fresh instance: what it shows is what a job does alone.
         let reuse = self.spec.reuse > 1 && !traced;
         let warm = if reuse { self.warm.lock().unwrap_or_else(|e| e.into_inner()).pop() } else { None };
+        if warm.is_some() {
+            self.runtime.warm.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
         let (mut store, instance, served) = match warm {
             Some(mut warm) => {
                 self.renew(&mut warm.store, lent, fields, today);
@@ -515,14 +555,17 @@ impl Plugin {
         // under half the cap; it keeps nothing of the job's: its session is emptied and
         // the transaction it was lent is gone.
         let served = served + 1;
-        if reuse && called.result.is_ok() && served < self.spec.reuse && store.data().limiter.grown <= self.runtime.limits.memory_bytes / 2 {
+        if reuse && called.result.is_ok() && served < self.spec.reuse && store.data().limiter.total <= self.runtime.limits.memory_bytes / 2 {
             let deadline = Instant::now();
             let state = store.data_mut();
             state.db = self.session(Lent::Nothing, String::new(), deadline, false);
             if state.table.delete(owned).is_ok() {
                 let mut kept = self.warm.lock().unwrap_or_else(|e| e.into_inner());
-                if kept.len() < WARM_KEPT {
+                let budget = self.runtime.limits.warm as usize;
+                if kept.len() < WARM_KEPT && self.runtime.warm.fetch_add(1, std::sync::atomic::Ordering::AcqRel) < budget {
                     kept.push(Warm { store, instance, served });
+                } else if kept.len() < WARM_KEPT {
+                    self.runtime.warm.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                 }
             }
         }

@@ -3,7 +3,6 @@
 use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::capability::config::Settings;
@@ -15,19 +14,19 @@ use crate::capability::log::Logger;
 #[error("memory limit of {0} bytes exceeded")]
 pub(super) struct MemoryExceeded(pub(super) usize);
 
-/// The memory cap, and the largest size a memory of the store has grown to (a warm
-/// instance grown past half the cap is not kept).
+/// The memory cap (per memory), and the bytes all the store's memories hold together (a
+/// warm instance holding more than half the cap is not kept).
 pub(super) struct MemoryCap {
     pub(super) cap: usize,
-    pub(super) grown: usize,
+    pub(super) total: usize,
 }
 
 impl wasmtime::ResourceLimiter for MemoryCap {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.cap {
             return Err(MemoryExceeded(self.cap).into());
         }
-        self.grown = self.grown.max(desired);
+        self.total = self.total + desired - current.min(desired);
         Ok(true)
     }
     fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
@@ -44,7 +43,7 @@ pub struct HostState {
     pub(super) log: Logger,
     pub(super) config: Settings,
     pub(super) today: crate::capability::business::Today,
-    pub(super) stderr: MemoryOutputPipe,
+    pub(super) stderr: super::stderr::Stderr,
     /// When the call must end; checked on every epoch tick.
     pub(super) deadline: Instant,
 }
