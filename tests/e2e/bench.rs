@@ -10,15 +10,27 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
         .arg(dir.path())
         .args(["bench", "--smoke", "--connections", "--json", "--plugin"])
         .arg(built_plugins().join("daily_points.wasm"))
+        .arg("--languages")
+        .arg(format!("{},{}", built_plugins().join("daily_points_ts.wasm").display(), built_plugins().join("daily_points_py.wasm").display()))
         .env_remove("DATABASE_URL")
         .output()
         .unwrap();
-    // Stop the benchmark's private cluster whatever happened.
+    // The benchmark stops the private cluster it started; stop it here whatever happened.
     let cluster = almanac::cluster::Cluster::new(&dir.path().join("bench/pg")).unwrap();
+    let left_running = cluster.is_running();
     let _ = cluster.stop("immediate");
     let _ = std::fs::remove_dir_all(&cluster.socket_dir);
     assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!left_running, "the benchmark left its private cluster running");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Each language's daily-points, verified like the rest.
+    let languages: Vec<(&str, u64)> =
+        report["languages"].as_array().unwrap().iter().map(|l| (l["version"].as_str().unwrap(), l["reuse"].as_u64().unwrap())).collect();
+    assert_eq!(languages, [("0.1.0-ts", 1000), ("0.1.0-py", 1000)]);
+    for l in report["languages"].as_array().unwrap() {
+        assert!(l["run"]["jobs"] == 400 && l["run"]["jobs_per_second"].as_f64().unwrap() > 0.0 && l["overhead_us"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(l["first_load_seconds"].as_f64().unwrap() > l["cached_load_seconds"].as_f64().unwrap(), "{l}");
+    }
     for run in ["floor", "almanac"] {
         let runs = report[run].as_array().unwrap();
         assert_eq!(runs.len(), 2, "{run}: batches 1 and 8");

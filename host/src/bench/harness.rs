@@ -44,6 +44,8 @@ pub struct Options {
     pub history: Option<HistoryOptions>,
     /// Also measure with these numbers of hosts on the database (at the largest batch).
     pub hosts: Vec<usize>,
+    /// Also measure these components of daily-points (other languages) beside `plugin`.
+    pub languages: Vec<PathBuf>,
 }
 
 /// How big a history to measure on.

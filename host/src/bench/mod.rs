@@ -11,7 +11,8 @@
 //! * claim at depth — claim latency with N pending and N done rows, and the plan;
 //! * connections (with `--connections`) — the executor over the unix socket, TCP, TLS
 //!   and a transaction-pooling PgBouncer, on a second cluster that listens on all three;
-//! * enqueue (with `--enqueue`) — the SQL API next to plain INSERTs of the same rows.
+//! * enqueue (with `--enqueue`) — the SQL API next to plain INSERTs of the same rows;
+//! * languages (with `--languages`) — each language's daily-points beside `--plugin`.
 //!
 //! Every run checks its result (sum of points, jobs done) before its figure counts.
 mod connections;
@@ -19,11 +20,13 @@ mod cpu;
 mod enqueue;
 mod harness;
 mod history;
+mod languages;
 pub mod scaling;
 
 use harness::{claim_latency, fresh_database, reset, run_almanac, run_floor, seed_accounts, timed, verified, TASK};
 pub use harness::{settings, HistoryOptions, Options, Run};
 pub use history::{HistoryReport, Side};
+pub use languages::LanguageRun;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -67,12 +70,19 @@ pub struct Report {
     pub enqueue: Option<enqueue::EnqueueReport>,
     pub history: Option<history::HistoryReport>,
     pub scaling: Option<scaling::ScalingReport>,
+    pub languages: Vec<LanguageRun>,
 }
 
 pub async fn run(options: Options) -> anyhow::Result<Report> {
     let settings = settings();
+    let dir = options.data_dir.join("pg");
+    // A cluster the bench starts, it stops, however the bench ends.
+    let _stop = match Cluster::new(&dir).map(|c| c.is_running()) {
+        Ok(true) => None,
+        _ => Some(StopCluster(dir.clone())),
+    };
     let cluster = {
-        let (dir, settings) = (options.data_dir.join("pg"), settings.clone());
+        let settings = settings.clone();
         tokio::task::spawn_blocking(move || Cluster::ensure(&dir, &settings)).await??
     };
     let url = fresh_database(&cluster, "almanac_bench").await?;
@@ -123,6 +133,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     };
     drop(admin);
     drop(host);
+    let languages = languages::measure(&cluster, &url, &options, &host_options).await?;
     let history = match &options.history {
         Some(h) => Some(history::measure(&cluster, &options, &host_options, h).await?),
         None => None,
@@ -153,7 +164,19 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         enqueue,
         history,
         scaling,
+        languages,
     })
+}
+
+/// Stops the private cluster under its data directory when dropped.
+struct StopCluster(std::path::PathBuf);
+
+impl Drop for StopCluster {
+    fn drop(&mut self) {
+        if let Err(e) = Cluster::new(&self.0).and_then(|c| c.stop("fast")) {
+            tracing::warn!(dir = %self.0.display(), "could not stop the benchmark's private cluster: {e}");
+        }
+    }
 }
 
 /// The statement policy's cost per statement, on daily-points' own statements: a full

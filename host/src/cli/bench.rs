@@ -40,6 +40,11 @@ pub struct BenchArgs {
     /// connections per host.
     #[arg(long, value_delimiter = ',', num_args = 0.., default_missing_value = "1,2,4")]
     hosts: Option<Vec<usize>>,
+    /// Also run these components of daily-points (its TypeScript and Python builds, say)
+    /// beside --plugin: first and cached load, plugin overhead, jobs/s at the largest
+    /// batch, each against --plugin's.
+    #[arg(long, value_delimiter = ',')]
+    languages: Vec<PathBuf>,
     /// A small, quick run that only checks the benchmark works (what CI runs).
     #[arg(long)]
     smoke: bool,
@@ -61,6 +66,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
         enqueue: args.enqueue.then_some((100_000, 10_000)),
         history: args.history.map(|done| bench::HistoryOptions { done, churn: 200_000, autovacuum_wait: std::time::Duration::from_secs(90) }),
         hosts: args.hosts.unwrap_or_default(),
+        languages: args.languages,
     };
     if args.smoke {
         options = bench::Options {
@@ -136,6 +142,9 @@ fn render(r: &Report) -> String {
     if let Some(h) = &r.history {
         out.push_str(&render_history(h));
     }
+    if !r.languages.is_empty() {
+        out.push_str(&render_languages(r));
+    }
     out.push_str(&format!("\nplugin overhead (instantiate + run + 2 host calls, no-op tx): {:.1} µs/job\n", r.plugin_overhead_us));
     out.push_str(&format!(
         "statement policy (libpg_query parse + tree walk, daily-points' statements): {:.1} µs uncached, {:.2} µs cached, per statement\n",
@@ -206,6 +215,52 @@ fn render(r: &Report) -> String {
     }
     let slowest = year.map(|h| h.full.status_max_ms.max(h.full.overview_max_ms));
     target(format!("status and /api/overview <= 100 ms with 10^7 done ({:.1} ms at most)", slowest.unwrap_or(f64::NAN)), slowest.map(|x| x <= 100.0));
+    for l in &r.languages {
+        let at = l.run.batch;
+        target(format!("{} ({}) >= 1,000 jobs/s at --batch {at} ({:.0})", l.file, l.version, l.run.jobs_per_second), Some(l.run.jobs_per_second >= 1000.0));
+        let versus = versus_plugin(r, l);
+        target(format!("{} >= 0.3 x --plugin's jobs/s ({:.2})", l.file, versus.unwrap_or(f64::NAN)), versus.map(|x| x >= 0.3));
+        target(format!("{} plugin overhead <= 300 µs ({:.0})", l.file, l.overhead_us), Some(l.overhead_us <= 300.0));
+        target(format!("{} first load <= 5 s ({:.1} s)", l.file, l.first_load_seconds), Some(l.first_load_seconds <= 5.0));
+    }
+    out
+}
+
+/// A language's jobs/s against the `--plugin` component's at the same batch.
+fn versus_plugin(r: &Report, l: &bench::LanguageRun) -> Option<f64> {
+    let plugin = r.almanac.iter().find(|a| a.batch == l.run.batch)?;
+    Some(l.run.jobs_per_second / plugin.jobs_per_second)
+}
+
+/// Each language's daily-points beside the `--plugin` one.
+fn render_languages(r: &Report) -> String {
+    let mut out = format!(
+        "
+languages (daily-points, --workers {}; first load: a host's start compiling the component; cached: from the compiled cache):
+",
+        r.workers
+    );
+    out.push_str(&format!(
+        "{:<24} {:<10} {:>9} {:>6} {:>11} {:>12} {:>14} {:>7} {:>9} {:>11}
+",
+        "FILE", "VERSION", "SIZE", "REUSE", "FIRST LOAD", "CACHED LOAD", "OVERHEAD/job", "BATCH", "JOBS/S", "VS PLUGIN"
+    ));
+    for l in &r.languages {
+        out.push_str(&format!(
+            "{:<24} {:<10} {:>7.1}MB {:>6} {:>10.2}s {:>11.2}s {:>12.0}µs {:>7} {:>9.0} {:>11.2}
+",
+            l.file,
+            l.version,
+            l.bytes as f64 / 1e6,
+            l.reuse,
+            l.first_load_seconds,
+            l.cached_load_seconds,
+            l.overhead_us,
+            l.run.batch,
+            l.run.jobs_per_second,
+            versus_plugin(r, l).unwrap_or(f64::NAN)
+        ));
+    }
     out
 }
 
