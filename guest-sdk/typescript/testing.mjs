@@ -1,10 +1,13 @@
-// Test an Almanac TypeScript plugin from its own project, with `node --test`, at two levels:
+// Test an Almanac TypeScript plugin from its own project, with `node --test`, at three levels:
 //
 //   // The source against a fake transaction (milliseconds; no database, no component):
 //   const plugin = await loadPlugin("src/plugin.ts", { settings: { greeting: "hi" } });
 //   const tx = new FakeTx(() => ({ affected: 1 }));
 //   plugin.run({ slot: "2026-01-01T06:00:00Z", period: "2026-01-01", key: "run" }, tx);
 //   assert.deepEqual(tx.statements[0].params, ["2026-01-01", "hi", new Date("2026-01-01T06:00:00Z")]);
+//
+//   // The built component under node (jco transpile), its host imports faked alike:
+//   const component = await loadComponent("hello.wasm", { settings: { greeting: "hi" } });
 //
 //   // The built component in the real host against a fresh database:
 //   const almanac = new Almanac({ build: ["sh", "build.sh"], plugins: "hello.wasm" });
@@ -18,8 +21,9 @@
 // confined to its role exactly as a host does it. The `almanac` binary is `$ALMANAC`, else
 // the one built in the checkout this file comes from, else `almanac` on PATH.
 import { build } from "esbuild";
+import { transpile } from "@bytecodealliance/jco";
 import { execFileSync, spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -63,57 +67,90 @@ export async function loadPlugin(entry, { settings = {}, today } = {}) {
       plugins: [fakeImports],
       logLevel: "warning",
     });
-    globalThis.__almanacFakeHost = host;
-    // The SDK sends console.* to the host's log: the plugin's, not the test's.
-    const methods = ["log", "info", "debug", "warn", "error"];
-    const tests = Object.fromEntries(methods.map((m) => [m, console[m]]));
-    const { task } = await import(pathToFileURL(out).href + `?${loads++}`);
-    const plugins = Object.fromEntries(methods.map((m) => [m, console[m]]));
-    Object.assign(console, tests);
-    const micros = (t) => BigInt(new Date(t).getTime()) * 1000n;
-    // A slot given as an instant alone, or as { start, end?, label?, zone? }.
-    const given = (s) => (typeof s === "object" && !(s instanceof Date) ? s : { start: s });
-    const slotOf = (slot, label) => {
-      const s = given(slot);
-      return { start: micros(s.start), end: micros(s.end ?? s.start), label: label ?? s.label ?? String(s.start), zone: s.zone ?? "UTC" };
-    };
-    // Each call sees its own fake host and console, whatever other plugins a test loaded.
-    const unwrap = (f) => {
-      globalThis.__almanacFakeHost = host;
-      Object.assign(console, plugins);
-      try {
-        return f();
-      } catch (e) {
-        throw e?.payload ?? e;
-      } finally {
-        Object.assign(console, tests);
-      }
-    };
-    return {
-      logs: host.logs,
-      describe: () => unwrap(() => task.describe()),
-      plan: (slot, tx, after, limit = 100) => unwrap(() => task.plan(slotOf(slot), new FakeTransaction(tx), after, limit)),
-      run: (job, tx) =>
-        unwrap(() =>
-          task.run(
-            {
-              task: task.describe().name,
-              slot: slotOf(job.slot, job.period),
-              key: job.key,
-              attempt: job.attempt ?? 1,
-              payload: job.payload === undefined ? undefined : JSON.stringify(job.payload),
-            },
-            new FakeTransaction(tx),
-          ),
-        ),
-    };
+    return await wrap(pathToFileURL(out).href, host, (fake) => new FakeTransaction(fake));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
+/** The built component under node: `jco transpile` turns it into JavaScript and its
+ * WebAssembly, run by node's engine instead of wasmtime, its `almanac:plugin/*` imports
+ * faked as for `loadPlugin` and WASI given by jco's preview2-shim. What it checks beyond
+ * the source: the component exports the task, builds from this source, and behaves the
+ * same once compiled. Returns what `loadPlugin` returns. */
+export async function loadComponent(wasm, { settings = {}, today } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), "almanac-component-"));
+  const host = { settings, today, logs: [] };
+  try {
+    // The transpiled code imports jco's WASI shim by name: resolved from the SDK's packages.
+    symlinkSync(join(here, "node_modules"), join(dir, "node_modules"));
+    const fakes = join(dir, "fakes");
+    mkdirSync(fakes);
+    for (const [iface, code] of Object.entries(fakeModules())) writeFileSync(join(fakes, `${iface}.js`), code);
+    const { files } = await transpile(readFileSync(wasm), { name: "plugin", map: { "almanac:plugin/*": "./fakes/*.js" }, quiet: true });
+    for (const [name, bytes] of Object.entries(files)) {
+      mkdirSync(dirname(join(dir, name)), { recursive: true });
+      writeFileSync(join(dir, name), bytes);
+    }
+    writeFileSync(join(dir, "package.json"), '{"type": "module"}');
+    const { Transaction } = await import(pathToFileURL(join(fakes, "db.js")).href);
+    return await wrap(pathToFileURL(join(dir, "plugin.js")).href, host, (fake) => new Transaction(fake));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// Import the module exporting `task` with `host` as the fake host, and give its calls the
+// plain shapes of loadPlugin (slots and jobs as dates and text, errors as thrown payloads).
+async function wrap(url, host, transaction) {
+  globalThis.__almanacFakeHost = host;
+  // The SDK sends console.* to the host's log: the plugin's, not the test's.
+  const methods = ["log", "info", "debug", "warn", "error"];
+  const tests = Object.fromEntries(methods.map((m) => [m, console[m]]));
+  const { task } = await import(`${url}?${loads++}`);
+  const plugins = Object.fromEntries(methods.map((m) => [m, console[m]]));
+  Object.assign(console, tests);
+  const micros = (t) => BigInt(new Date(t).getTime()) * 1000n;
+  // A slot given as an instant alone, or as { start, end?, label?, zone? }.
+  const given = (s) => (typeof s === "object" && !(s instanceof Date) ? s : { start: s });
+  const slotOf = (slot, label) => {
+    const s = given(slot);
+    return { start: micros(s.start), end: micros(s.end ?? s.start), label: label ?? s.label ?? String(s.start), zone: s.zone ?? "UTC" };
+  };
+  // Each call sees its own fake host and console, whatever other plugins a test loaded.
+  const unwrap = (f) => {
+    globalThis.__almanacFakeHost = host;
+    Object.assign(console, plugins);
+    try {
+      return f();
+    } catch (e) {
+      throw e?.payload ?? e;
+    } finally {
+      Object.assign(console, tests);
+    }
+  };
+  return {
+    logs: host.logs,
+    describe: () => unwrap(() => task.describe()),
+    plan: (slot, tx, after, limit = 100) => unwrap(() => task.plan(slotOf(slot), transaction(tx), after, limit)),
+    run: (job, tx) =>
+      unwrap(() =>
+        task.run(
+          {
+            task: task.describe().name,
+            slot: slotOf(job.slot, job.period),
+            key: job.key,
+            attempt: job.attempt ?? 1,
+            payload: job.payload === undefined ? undefined : JSON.stringify(job.payload),
+          },
+          transaction(tx),
+        ),
+      ),
+  };
+}
+
 // The WIT transaction resource, answering from a FakeTx.
-class FakeTransaction {
+export class FakeTransaction {
   constructor(fake) {
     this.fake = fake;
   }
@@ -138,29 +175,36 @@ class FakeTransaction {
   }
 }
 
-// `almanac:plugin/<interface>@<version>` imports, answered by the fake host.
+// The `almanac:plugin` interfaces, answered by the fake host (`globalThis.__almanacFakeHost`).
+function fakeModules() {
+  const host = "globalThis.__almanacFakeHost";
+  return {
+    types: "export {};",
+    db: `import { FakeTransaction } from ${JSON.stringify(import.meta.url)};
+      export class Transaction extends FakeTransaction {}`,
+    log: `export function log(level, message) { ${host}.logs.push({ level, message }); }`,
+    config: `export function get(name) { return ${host}.settings[name]; }`,
+    business: `export function today() { return ${host}.today; }`,
+    outbox: `export function publish(tx, topic, key, payload, contentType) {
+      const seen = tx.fake.published.some((m) => m.topic === topic && m.key === key);
+      if (!seen) tx.fake.published.push({ topic, key, payload: new TextDecoder().decode(payload), contentType });
+      return seen ? "already-published" : "published"; }`,
+    jobs: `export function enqueue(tx, job) {
+      const seen = tx.fake.enqueued.some((j) => j.task === job.task && j.slot === job.slot && j.key === job.key);
+      if (!seen) tx.fake.enqueued.push(job);
+      return !seen; }`,
+  };
+}
+
+// `almanac:plugin/<interface>@<version>` imports of the source, answered by the fake host.
 const fakeImports = {
   name: "almanac-fake-host",
   setup(b) {
     b.onResolve({ filter: /^almanac:plugin\// }, (args) => ({ path: args.path, namespace: "almanac-fake" }));
     b.onLoad({ filter: /.*/, namespace: "almanac-fake" }, (args) => {
       const iface = args.path.slice("almanac:plugin/".length).split("@")[0];
-      const host = "globalThis.__almanacFakeHost";
-      const modules = {
-        types: "export {};",
-        db: "export class Transaction {}",
-        log: `export function log(level, message) { ${host}.logs.push({ level, message }); }`,
-        config: `export function get(name) { return ${host}.settings[name]; }`,
-        business: `export function today() { return ${host}.today; }`,
-        outbox: `export function publish(tx, topic, key, payload, contentType) {
-          const seen = tx.fake.published.some((m) => m.topic === topic && m.key === key);
-          if (!seen) tx.fake.published.push({ topic, key, payload: new TextDecoder().decode(payload), contentType });
-          return seen ? "already-published" : "published"; }`,
-        jobs: `export function enqueue(tx, job) {
-          const seen = tx.fake.enqueued.some((j) => j.task === job.task && j.slot === job.slot && j.key === job.key);
-          if (!seen) tx.fake.enqueued.push(job);
-          return !seen; }`,
-      };
+      // The source's SDK imports the transaction's type only.
+      const modules = { ...fakeModules(), db: "export class Transaction {}" };
       if (!(iface in modules)) throw new Error(`no fake for almanac:plugin/${iface}`);
       return { contents: modules[iface], loader: "js" };
     });
@@ -211,15 +255,21 @@ export class Tried {
   }
 }
 
+/** Run the build `command` in `project`, once per test process (and per project). */
+export function buildOnce(command, { project = "." } = {}) {
+  const key = [resolve(project), ...command].join("\0");
+  if (!built.has(key)) {
+    check(command, { cwd: resolve(project) });
+    built.add(key);
+  }
+}
+
 export class Almanac {
   /** A fresh database. `build` (a command, run once per test process in `project`) makes
    * the component(s) `plugins` names: one component file or a folder of them. */
   constructor({ build: command, plugins = ".", project = "." } = {}) {
     this.project = resolve(project);
-    if (command && !built.has(command.join("\0"))) {
-      check(command, { cwd: this.project });
-      built.add(command.join("\0"));
-    }
+    if (command) buildOnce(command, { project });
     this.plugins = resolve(this.project, plugins);
     this.bin = almanacBin();
     this.name = `almanac_test_${databases++}_${process.pid}`;

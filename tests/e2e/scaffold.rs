@@ -81,8 +81,8 @@ fn almanac_new_makes_rust_and_python_projects_whose_own_tests_pass() {
 }
 
 /// `almanac new NAME --lang ts`: a TypeScript project whose `node --test` runs its source
-/// against a fake transaction and its built component in the real host, and whose build
-/// refuses a type error.
+/// against a fake transaction, its built component under node against the same fake and
+/// in the real host, and whose build refuses a type error.
 #[test]
 fn almanac_new_makes_a_typescript_project_whose_own_tests_pass() {
     let dir = tempfile::tempdir().unwrap();
@@ -96,8 +96,9 @@ fn almanac_new_makes_a_typescript_project_whose_own_tests_pass() {
     let out = run(Command::new("node").args(["--test"]).env("ALMANAC", almanac_bin()).current_dir(&ts));
     let report = text(&out);
     assert!(!out.status.success(), "{report}");
-    assert!(report.contains("# pass 3") && report.contains("# fail 1"), "{report}");
-    assert!(report.contains("not ok 2 - the component records each day once, in a real database") && report.contains("'hi'"), "{report}");
+    assert!(report.contains("# pass 5") && report.contains("# fail 1"), "{report}");
+    assert!(report.contains("ok 2 - the built component does the same, under node"), "{report}");
+    assert!(report.contains("not ok 3 - the component records each day once, in a real database") && report.contains("'hi'"), "{report}");
     assert!(ts.join("hello_ts.wasm").exists(), "{report}");
     // A type error stops the build, with tsc's message.
     let source = std::fs::read_to_string(ts.join("src/plugin.ts")).unwrap();
