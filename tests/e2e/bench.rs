@@ -23,6 +23,9 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     assert!(out.status.success(), "bench failed: {}", String::from_utf8_lossy(&out.stderr));
     assert!(!left_running, "the benchmark left its private cluster running");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The physical floor: the seed's SQL by pgbench, verified (400 accounts, 2 clients).
+    assert!(report["pgbench"]["jobs"] == 400 && report["pgbench"]["jobs_per_second"].as_f64().unwrap() > 0.0, "{}", report["pgbench"]);
+    assert!(report["pgbench"]["postgres_cpu_seconds"].as_f64().unwrap() > 0.0 && report["pgbench"]["host_cpu_seconds"].as_f64().unwrap() > 0.0);
     // Each language's daily-points, verified like the rest.
     let languages: Vec<(&str, u64)> =
         report["languages"].as_array().unwrap().iter().map(|l| (l["version"].as_str().unwrap(), l["reuse"].as_u64().unwrap())).collect();

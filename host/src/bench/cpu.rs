@@ -9,6 +9,14 @@ pub fn this_process() -> f64 {
     secs(usage.ru_utime) + secs(usage.ru_stime)
 }
 
+/// CPU seconds of this process's children that have exited and been waited for.
+pub fn children() -> f64 {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
 /// (utime + stime, cutime + cstime, ppid) of a process, in seconds.
 fn stat(pid: u32) -> Option<(f64, f64, u32)> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

@@ -1,6 +1,8 @@
 //! `almanac bench`: Almanac next to the physical limit, in one run on one private
 //! PostgreSQL cluster (fsync on).
 //!
+//! * pgbench floor — the seed's per-job SQL run by `pgbench` itself (prepared, one job
+//!   per transaction, a partial pending index): the physical floor, every ratio's base;
 //! * floor — the same per-job SQL (claim with SKIP LOCKED, ledger insert, points update,
 //!   done mark, COMMIT) from a plain tokio-postgres loop that awaits each statement in
 //!   turn, at the same concurrency; batches > 1 use a savepoint per job like the host;
@@ -21,6 +23,7 @@ mod enqueue;
 mod harness;
 mod history;
 mod languages;
+mod pgbench;
 pub mod scaling;
 
 use harness::{claim_latency, fresh_database, reset, run_almanac, run_floor, seed_accounts, timed, verified, TASK};
@@ -47,6 +50,8 @@ pub struct Report {
     pub settings: Vec<(String, String)>,
     pub accounts: i64,
     pub workers: usize,
+    /// The seed's SQL run by pgbench: the physical floor.
+    pub pgbench: Run,
     pub floor: Vec<Run>,
     pub almanac: Vec<Run>,
     pub plugin_overhead_us: f64,
@@ -102,6 +107,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     let plugin = host.registry().get(TASK).cloned().context("daily-points did not load")?;
     let admin = host.pool.get().await?;
 
+    let pgbench = pgbench::run(&cluster, &admin, "almanac_bench", &options).await?;
     let mut floor = Vec::new();
     let mut almanac = Vec::new();
     for &batch in &options.batches {
@@ -146,6 +152,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         settings: settings.extra,
         accounts: options.accounts,
         workers: options.workers,
+        pgbench,
         floor,
         almanac,
         plugin_overhead_us,

@@ -231,6 +231,11 @@ impl Cluster {
         format!("host={} port={} user=postgres dbname={dbname}", self.socket_dir.display(), self.port)
     }
 
+    /// The path of one of the server package's programs (`pgbench`).
+    pub fn bin(&self, program: &str) -> PathBuf {
+        self.bin_dir.join(program)
+    }
+
     /// Run a server binary, as `postgres` when we are root.
     fn server_command(&self, program: &str, args: &[&str]) -> Result<Output, ClusterError> {
         let binary = self.bin_dir.join(program);
