@@ -11,8 +11,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::cpu;
+use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::cluster::{Cluster, Settings};
-use crate::{executor, host};
+use crate::{executor, host, plugin};
 
 const FLOOR_CLAIM: &str = include_str!("floor_claim.sql");
 const FLOOR_DONE: &str = include_str!("floor_done.sql");
@@ -217,4 +218,23 @@ pub(super) async fn claim_latency(client: &tokio_postgres::Client, samples: usiz
     ms.sort_by(f64::total_cmp);
     let at = |q: f64| ms[((ms.len() as f64 - 1.0) * q).round() as usize];
     Ok((at(0.5), at(0.99)))
+}
+
+/// Mean microseconds per `run` of the real component against a no-op transaction.
+pub(super) async fn overhead(plugin: &plugin::Plugin, calls: usize) -> anyhow::Result<f64> {
+    let job = |i: usize| Job {
+        task: TASK.into(),
+        slot: Slot { start: 1_772_899_200_000_000, end: 1_772_985_600_000_000, label: "2026-03-08".into(), zone: "Asia/Shanghai".into() },
+        key: i.to_string(),
+        attempt: 1,
+        payload: None,
+    };
+    for i in 0..calls.min(200) {
+        plugin.run_noop(&job(i)).await?;
+    }
+    let started = Instant::now();
+    for i in 0..calls {
+        plugin.run_noop(&job(i)).await?;
+    }
+    Ok(started.elapsed().as_secs_f64() * 1e6 / calls as f64)
 }

@@ -9,8 +9,7 @@ use anyhow::Context;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::harness::{reset, run_almanac, timed, verified, Run, TASK};
-use super::{overhead, Options};
+use super::harness::{overhead, reset, run_almanac, timed, verified, Options, Run, TASK};
 use crate::cluster::Cluster;
 use crate::{executor, host};
 

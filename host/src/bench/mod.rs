@@ -26,7 +26,7 @@ mod languages;
 mod pgbench;
 pub mod scaling;
 
-use harness::{claim_latency, fresh_database, reset, run_almanac, run_floor, seed_accounts, timed, verified, TASK};
+use harness::{claim_latency, fresh_database, overhead, reset, run_almanac, run_floor, seed_accounts, timed, verified, TASK};
 pub use harness::{settings, HistoryOptions, Options, Run};
 pub use history::{HistoryReport, Side};
 pub use languages::LanguageRun;
@@ -39,7 +39,6 @@ use chrono::Utc;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::bindings::almanac::plugin::types::{Job, Slot};
 use crate::cluster::Cluster;
 use crate::{executor, host, plugin};
 
@@ -223,25 +222,6 @@ fn observe(loaded: &plugin::Loaded, calls: usize) -> f64 {
         std::hint::black_box(plugin);
     }
     started.elapsed().as_secs_f64() * 1e6 / calls as f64
-}
-
-/// Mean microseconds per `run` of the real component against a no-op transaction.
-async fn overhead(plugin: &plugin::Plugin, calls: usize) -> anyhow::Result<f64> {
-    let job = |i: usize| Job {
-        task: TASK.into(),
-        slot: Slot { start: 1_772_899_200_000_000, end: 1_772_985_600_000_000, label: "2026-03-08".into(), zone: "Asia/Shanghai".into() },
-        key: i.to_string(),
-        attempt: 1,
-        payload: None,
-    };
-    for i in 0..calls.min(200) {
-        plugin.run_noop(&job(i)).await?;
-    }
-    let started = Instant::now();
-    for i in 0..calls {
-        plugin.run_noop(&job(i)).await?;
-    }
-    Ok(started.elapsed().as_secs_f64() * 1e6 / calls as f64)
 }
 
 /// `almanac backfill` of one slot with `options.generate` keys, in a child process.

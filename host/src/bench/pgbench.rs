@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context};
 
-use super::harness::Run;
-use super::{cpu, Options};
+use super::cpu;
+use super::harness::{Options, Run};
 use crate::cluster::Cluster;
 
 const SETUP: &str = include_str!("pgbench_setup.sql");
