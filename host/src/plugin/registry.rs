@@ -3,7 +3,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::runtime::{LoadError, Plugin};
+use super::error::LoadError;
+use super::runtime::Plugin;
 
 /// The loaded plugins, by task name. Immutable once shared: a reload builds a new one
 /// and swaps it in whole ([`Loaded`]); a job holds its own `Arc<Plugin>`, so one already

@@ -20,6 +20,8 @@ use crate::capability::db::{Ending, Lent, Policy, Session, Trace};
 use crate::capability::log::{CallFields, Logger};
 use crate::task::TaskSpec;
 
+use super::error::{CallError, LoadError};
+use super::limits::Limits;
 use super::state::{HostState, MemoryCap, MemoryExceeded};
 use super::world::{self, Instance, Pre};
 
@@ -43,95 +45,6 @@ const KEEP_RESIDENT: usize = 16 << 20;
 const CORE_INSTANCES_PER_PLUGIN: u32 = 16;
 const MEMORIES_PER_PLUGIN: u32 = 4;
 const TABLES_PER_PLUGIN: u32 = 8;
-
-/// Resource limits for plugin instances.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Linear memory one instance may grow to. Defaults to 64 MiB.
-    pub memory_bytes: usize,
-    /// Instances alive at once (pooling allocator slots). Defaults to 64.
-    pub instances: u32,
-    /// Instances kept warm for their plugins' next jobs ([`TaskSpec::reuse`]), across all
-    /// plugins; their slots come on top of `instances`, so they never starve a fresh
-    /// instance. Defaults to 8.
-    pub warm: u32,
-    /// Entries of the statement policy's function deny list to lift (e.g. `pg_sleep`).
-    pub allow_functions: Vec<String>,
-    /// Functions to take off the allowlist ([`allow::ALLOWED`](crate::capability::db::policy::allow::ALLOWED)).
-    pub deny_functions: Vec<String>,
-    /// The longest timeout a plugin may declare; a longer one is cut to this (with a
-    /// warning), so no job holds a worker, a connection and its row locks for days.
-    /// Defaults to 15 minutes.
-    pub max_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            memory_bytes: 64 << 20,
-            instances: 64,
-            warm: 8,
-            allow_functions: Vec::new(),
-            deny_functions: Vec::new(),
-            max_timeout: Duration::from_secs(15 * 60),
-        }
-    }
-}
-
-/// Why a plugin file could not be loaded. Every message starts with the file.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    #[error("{file}: cannot read: {source}")]
-    Read { file: String, source: std::io::Error },
-    #[error("{file}: not a WebAssembly file (it does not start with the \\0asm header)")]
-    NotWasm { file: String },
-    #[error("{file}: a core WebAssembly module, not a component; build plugins with `cargo build --target wasm32-wasip2`")]
-    CoreModule { file: String },
-    #[error("{file}: invalid component: {reason}")]
-    Invalid { file: String, reason: String },
-    #[error("{file}: does not fit world task-plugin of {}: {reason}", crate::bindings::WIT_VERSIONS.join(" or "))]
-    World { file: String, reason: String },
-    #[error("{file}: describe() failed: {reason}")]
-    Describe { file: String, reason: String },
-    #[error("{file}: {reason}")]
-    Spec { file: String, reason: String },
-    #[error("{file}: task {task:?} is already provided by {other}")]
-    Duplicate { file: String, task: String, other: String },
-}
-
-/// Why one plugin call failed. Each case says whether a retry may help.
-#[derive(Debug, thiserror::Error)]
-pub enum CallError {
-    #[error("{message}")]
-    Task { message: String, retryable: bool },
-    /// A statement failed (with its SQLSTATE) or was refused by the host (without).
-    #[error("{}{message}", sqlstate.as_ref().map(|s| format!("database error {s}: ")).unwrap_or_default())]
-    Db { sqlstate: Option<String>, message: String, retryable: bool },
-    #[error("{0}")]
-    Trap(String),
-    /// `cancelled`: a statement was still running at the deadline and the host sent the
-    /// server a cancel request; the connection should not be reused, as a late cancel
-    /// could land on a later statement.
-    #[error("plugin exceeded its deadline of {timeout:?}")]
-    Deadline { timeout: Duration, cancelled: bool },
-    #[error("plugin exceeded its memory limit of {} MiB", .0 >> 20)]
-    Memory(usize),
-    #[error("plugin could not be instantiated: {0}")]
-    Instantiate(String),
-    /// The call's connection is gone or in an unknown state; the caller must drop it.
-    #[error("database connection lost during the call: {0}")]
-    ConnectionLost(String),
-}
-
-impl CallError {
-    /// Whether trying the job again later may succeed.
-    pub fn retryable(&self) -> bool {
-        match self {
-            CallError::Task { retryable, .. } | CallError::Db { retryable, .. } => *retryable,
-            _ => true,
-        }
-    }
-}
 
 /// The shared engine, linker and compiled-code cache.
 pub struct Runtime {
