@@ -87,9 +87,9 @@ impl Host {
     pub async fn start(url: &str, options: Options, shutdown: &CancellationToken) -> anyhow::Result<Host> {
         let target = crate::db::config(url, options.pooled, &options.session)?;
         tracing::info!(database = %target.describe(), "connecting");
-        // Workers, plus the scheduler, the claim recorder, the claims sweep and the
-        // folder watch (the outbox dispatcher has a pool of its own).
-        let pool = crate::db::Pool::new(&target.role("worker"), options.executor.workers + 5)?;
+        // Workers, plus the scheduler, the claim recorder, the claims sweep, the folder
+        // watch and the heartbeat (the outbox dispatcher has a pool of its own).
+        let pool = crate::db::Pool::new(&target.role("worker"), options.executor.workers + 6)?;
         let mut conn = crate::db::connect(&pool, shutdown).await?;
         // What needs a session (migrating, LISTEN) never goes through a transaction pooler.
         let session = match options.pooled {
@@ -216,12 +216,23 @@ impl Host {
             None => Some(wake_tx),
         };
         tasks.spawn(scheduler::run(self.pool.clone(), self.logins.clone(), self.loaded.clone(), self.options.scheduler.clone(), shutdown.clone()));
+        let busy = Arc::new(executor::share::Busy::default());
+        let (workers, task_workers) = (self.options.executor.workers, self.options.executor.task_workers);
+        let beat = crate::hosts::Beat {
+            id: format!("{} pid {}", crate::db::hostname(), std::process::id()),
+            workers,
+            loaded: self.loaded.clone(),
+            busy: busy.clone(),
+            share: Box::new(move |tasks| executor::share::per_task(workers, tasks, task_workers)),
+        };
+        tasks.spawn(crate::hosts::heartbeat(self.pool.clone(), beat, shutdown.clone()));
         tasks.spawn(executor::run(
             self.pool.clone(),
             self.logins.clone(),
             self.loaded.clone(),
             self.options.executor.clone(),
             self.options.metrics.clone(),
+            busy,
             wake_rx,
             shutdown.clone(),
         ));

@@ -26,6 +26,7 @@ pub mod executor;
 pub mod grants;
 pub mod history;
 pub mod host;
+pub mod hosts;
 pub mod http;
 pub mod job;
 pub mod login;

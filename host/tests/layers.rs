@@ -25,8 +25,9 @@ const LAYERS: &[&[&str]] = &[
     // The data path: cursor -> jobs, claim -> run -> commit (and the operator queries
     // on the tables each owns).
     &["scheduler", "executor"],
-    // Which plugins this host serves (loads, sets up, registers schedules); status.
-    &["catalog", "status"],
+    // Which plugins this host serves (loads, sets up, registers schedules); status; the
+    // hosts on record (heartbeats).
+    &["catalog", "status", "hosts"],
     // What an operator looks at; a plugin tried in a rolled-back transaction.
     &["dashboard", "dryrun"],
     // One running host; the HTTP listener.

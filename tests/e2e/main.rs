@@ -9,6 +9,7 @@ mod calendar;
 mod catalogue;
 mod changes;
 mod confinement;
+mod contention;
 mod core;
 mod dependencies;
 mod dryrun;

@@ -354,15 +354,23 @@ async fn thirty_host_kills_and_two_server_crashes_pay_every_account_exactly_once
 async fn a_batch_past_its_time_puts_back_the_jobs_it_did_not_start() {
     let db = TestDb::new().await;
     db.sleeper(0.4).await;
-    let keys: Vec<String> = (1..=4).map(|n| format!("k{n}")).collect();
+    let keys: Vec<String> = (1..=7).map(|n| format!("k{n}")).collect();
     db.enqueue("fixture-sleeper", "2026-03-01T16:00:00Z", &keys.iter().map(String::as_str).collect::<Vec<_>>()).await;
     let plugins = plugin_dir(&["fixture_sleeper"]);
     let mut host = HostProc::spawn(&db, plugins.path(), &["--workers", "1", "--batch", "4", "--batch-time", "700ms"]);
-    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 4, Duration::from_secs(60)).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'done'", 7, Duration::from_secs(60)).await;
     host.stop().await;
     db.counts_agree().await;
-    // completed_at is the committing transaction's start: two jobs (0.8 s > 0.7 s) per batch.
-    assert_eq!(db.count("SELECT count(DISTINCT completed_at) FROM almanac.jobs").await, 2, "two batches");
-    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE attempts = 1 AND last_error IS NULL").await, 4);
-    assert_eq!(db.count("SELECT sum(runs) FROM fixture_sleeper_effects").await, 4, "each job ran once");
+    // completed_at is the committing transaction's start. The claims grow 1, 2, 4 while
+    // they come back full; the batch of four starts no third job after 0.8 s (> 0.7 s),
+    // puts two back and the next claim, halved, takes them.
+    let sizes: String = db
+        .client
+        .query_one("SELECT string_agg(n::text, ',' ORDER BY at) FROM (SELECT completed_at at, count(*) n FROM almanac.jobs GROUP BY 1) b", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(sizes, "1,2,2,2", "batches; log:\n{}", host.log());
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE attempts = 1 AND last_error IS NULL").await, 7);
+    assert_eq!(db.count("SELECT sum(runs) FROM fixture_sleeper_effects").await, 7, "each job ran once");
 }

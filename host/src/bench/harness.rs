@@ -47,6 +47,19 @@ pub struct Options {
     pub hosts: Vec<usize>,
     /// Also measure these components of daily-points (other languages) beside `plugin`.
     pub languages: Vec<PathBuf>,
+    /// Measure idle hosts and lone jobs ([`super::idle`]).
+    pub idle: IdleOptions,
+}
+
+/// How the idle hosts and the lone jobs are measured.
+#[derive(Debug, Clone)]
+pub struct IdleOptions {
+    /// The numbers of hosts watched idle (1 and 4).
+    pub hosts: Vec<usize>,
+    /// How long each is watched (a minute).
+    pub window: Duration,
+    /// Lone jobs timed (200).
+    pub lone: usize,
 }
 
 /// How big a history to measure on.
@@ -177,8 +190,16 @@ pub(super) async fn run_floor(pool: &crate::db::Pool, workers: usize, batch: usi
 pub(super) async fn run_almanac(host: &host::Host, options: executor::Options, admin: &tokio_postgres::Client) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let (_wake, wake_rx) = watch::channel(0u64);
-    let executor =
-        tokio::spawn(executor::run(host.pool.clone(), host.logins.clone(), host.loaded.clone(), options, Default::default(), wake_rx, shutdown.clone()));
+    let executor = tokio::spawn(executor::run(
+        host.pool.clone(),
+        host.logins.clone(),
+        host.loaded.clone(),
+        options,
+        Default::default(),
+        Default::default(),
+        wake_rx,
+        shutdown.clone(),
+    ));
     // Cheap through the partial index, so polling barely touches the measurement.
     loop {
         let left: bool = admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending' AND run_after <= now())", &[]).await?.get(0);

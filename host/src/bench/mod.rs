@@ -22,12 +22,13 @@ mod cpu;
 mod enqueue;
 mod harness;
 mod history;
+pub mod idle;
 mod languages;
 mod pgbench;
 pub mod scaling;
 
 use harness::{claim_latency, fresh_database, overhead, reset, run_almanac, run_floor, seed_accounts, timed, verified, TASK};
-pub use harness::{settings, HistoryOptions, Options, Run};
+pub use harness::{settings, HistoryOptions, IdleOptions, Options, Run};
 pub use history::{HistoryReport, Side};
 pub use languages::LanguageRun;
 
@@ -75,6 +76,7 @@ pub struct Report {
     pub history: Option<history::HistoryReport>,
     pub scaling: Option<scaling::ScalingReport>,
     pub languages: Vec<LanguageRun>,
+    pub idle: Option<idle::IdleReport>,
 }
 
 pub async fn run(options: Options) -> anyhow::Result<Report> {
@@ -87,7 +89,12 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     };
     let cluster = {
         let settings = settings.clone();
-        tokio::task::spawn_blocking(move || Cluster::ensure(&dir, &settings)).await??
+        tokio::task::spawn_blocking(move || {
+            let cluster = Cluster::ensure(&dir, &settings)?;
+            idle::preload(&cluster)?;
+            anyhow::Ok(cluster)
+        })
+        .await??
     };
     let url = fresh_database(&cluster, "almanac_bench").await?;
     let plugins = tempfile::tempdir()?;
@@ -139,6 +146,10 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     drop(admin);
     drop(host);
     let languages = languages::measure(&cluster, &url, &options, &host_options).await?;
+    let idle = match options.idle.hosts.is_empty() {
+        true => None,
+        false => Some(idle::measure(&cluster, &options.plugin, &options.idle.hosts, options.idle.window, options.idle.lone).await?),
+    };
     let history = match &options.history {
         Some(h) => Some(history::measure(&cluster, &options, &host_options, h).await?),
         None => None,
@@ -171,6 +182,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         history,
         scaling,
         languages,
+        idle,
     })
 }
 

@@ -73,7 +73,16 @@ pub async fn measure(
             for host in &running {
                 let (wake, wake_rx) = watch::channel(0u64);
                 wakes.push(wake);
-                set.spawn(executor::run(host.pool.clone(), host.logins.clone(), host.loaded.clone(), exec.clone(), Default::default(), wake_rx, stop.clone()));
+                set.spawn(executor::run(
+                    host.pool.clone(),
+                    host.logins.clone(),
+                    host.loaded.clone(),
+                    exec.clone(),
+                    Default::default(),
+                    Default::default(),
+                    wake_rx,
+                    stop.clone(),
+                ));
             }
             loop {
                 busiest = busiest.max(admin.query_one(CONNECTIONS, &[]).await?.get(0));

@@ -45,6 +45,16 @@ pub struct BenchArgs {
     /// batch, each against --plugin's.
     #[arg(long, value_delimiter = ',')]
     languages: Vec<PathBuf>,
+    /// The numbers of idle hosts (real `almanac run` processes at their defaults) whose
+    /// statements are counted from pg_stat_statements, each over --idle-window; with one
+    /// host, lone jobs are also timed from enqueue to claim. Empty: neither.
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    idle_hosts: Vec<usize>,
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    idle_window: std::time::Duration,
+    /// Lone jobs timed, one at a time on an idle host.
+    #[arg(long, default_value_t = 200)]
+    lone_jobs: usize,
     /// A small, quick run that only checks the benchmark works (what CI runs).
     #[arg(long)]
     smoke: bool,
@@ -67,6 +77,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
         history: args.history.map(|done| bench::HistoryOptions { done, churn: 200_000, autovacuum_wait: std::time::Duration::from_secs(90) }),
         hosts: args.hosts.unwrap_or_default(),
         languages: args.languages,
+        idle: bench::IdleOptions { hosts: args.idle_hosts, window: args.idle_window, lone: args.lone_jobs },
     };
     if args.smoke {
         options = bench::Options {
@@ -79,6 +90,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
             enqueue: Some((2_000, 400)),
             history: Some(bench::HistoryOptions { done: 20_000, churn: 800, autovacuum_wait: std::time::Duration::ZERO }),
             hosts: vec![1, 2],
+            idle: bench::IdleOptions { hosts: vec![1], window: std::time::Duration::from_secs(3), lone: 10 },
             ..options
         };
     }
@@ -169,6 +181,9 @@ fn render(r: &Report) -> String {
     if !r.languages.is_empty() {
         out.push_str(&render_languages(r));
     }
+    if let Some(idle) = &r.idle {
+        out.push_str(&render_idle(idle));
+    }
     out.push_str(&format!("\nplugin overhead (instantiate + run + 2 host calls, no-op tx): {:.1} µs/job\n", r.plugin_overhead_us));
     out.push_str(&format!(
         "statement policy (libpg_query parse + tree walk, daily-points' statements): {:.1} µs uncached, {:.2} µs cached, per statement\n",
@@ -242,6 +257,17 @@ fn render(r: &Report) -> String {
     }
     let slowest = year.map(|h| h.full.status_max_ms.max(h.full.overview_max_ms));
     target(format!("status and /api/overview <= 100 ms with 10^7 done ({:.1} ms at most)", slowest.unwrap_or(f64::NAN)), slowest.map(|x| x <= 100.0));
+    if let Some(idle) = &r.idle {
+        let lone = |ms: f64| (idle.lone_jobs > 0).then_some(ms <= 50.0);
+        target(format!("a lone job starts within 50 ms of its enqueue, p50 ({:.1} ms)", idle.lone_p50_ms), lone(idle.lone_p50_ms));
+        target(format!("a lone job starts within 50 ms of its enqueue, p99 ({:.1} ms)", idle.lone_p99_ms), lone(idle.lone_p99_ms));
+        for run in &idle.runs {
+            target(
+                format!("an idle host sends <= 1 statement/s, {} host(s) ({:.2})", run.hosts, run.per_host_per_second),
+                Some(run.per_host_per_second <= 1.0),
+            );
+        }
+    }
     for l in &r.languages {
         let at = l.run.batch;
         target(format!("{} ({}) >= 1,000 jobs/s at --batch {at} ({:.0})", l.file, l.version, l.run.jobs_per_second), Some(l.run.jobs_per_second >= 1000.0));
@@ -249,6 +275,27 @@ fn render(r: &Report) -> String {
         target(format!("{} >= 0.3 x --plugin's jobs/s ({:.2})", l.file, versus.unwrap_or(f64::NAN)), versus.map(|x| x >= 0.3));
         target(format!("{} plugin overhead <= 300 µs ({:.0})", l.file, l.overhead_us), Some(l.overhead_us <= 300.0));
         target(format!("{} first load <= 5 s ({:.1} s)", l.file, l.first_load_seconds), Some(l.first_load_seconds <= 5.0));
+    }
+    out
+}
+
+/// Idle hosts' statements, and lone jobs' start.
+fn render_idle(idle: &bench::idle::IdleReport) -> String {
+    let mut out = String::from("\nidle (real `almanac run` hosts at their defaults, nothing due; statements from pg_stat_statements):\n");
+    for run in &idle.runs {
+        out.push_str(&format!(
+            "  {} host(s): {} statements in {:.0} s, {:.2} per host per second; most frequent:\n",
+            run.hosts, run.statements, run.seconds, run.per_host_per_second
+        ));
+        for (calls, query) in &run.top {
+            out.push_str(&format!("    {calls:>6}  {query}\n"));
+        }
+    }
+    if idle.lone_jobs > 0 {
+        out.push_str(&format!(
+            "lone jobs (one at a time on an idle host, enqueue's transaction to the claim's): {} jobs, p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms\n",
+            idle.lone_jobs, idle.lone_p50_ms, idle.lone_p99_ms, idle.lone_max_ms
+        ));
     }
     out
 }

@@ -27,7 +27,7 @@ pub struct DemoArgs {
     days: usize,
     #[arg(long, default_value_t = 4)]
     workers: usize,
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 32)]
     batch: usize,
 }
 

@@ -22,8 +22,11 @@ pub struct RunArgs {
     /// Concurrent workers, each with its own connection.
     #[arg(long, default_value_t = 4)]
     workers: usize,
-    /// Jobs claimed per transaction (1 = one job per transaction).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    /// The most jobs claimed per transaction. Each worker starts a task at one job and
+    /// doubles while its claims come back full and quick, so an idle host claims one job
+    /// at a time and a backlog is worked in batches of this size (1 = always one job per
+    /// transaction).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1000))]
     batch: u16,
     /// A batch starts no job after running this long: the jobs it claimed and has not
     /// started go back pending, and it commits. Bounds how long a batch holds its locks

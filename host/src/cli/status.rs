@@ -12,7 +12,7 @@ use super::database::Database;
 #[derive(clap::Args)]
 pub struct StatusArgs {
     /// One JSON object per line: one per task, then one per refused deploy (those have
-    /// `"refused_deploy": true`).
+    /// `"refused_deploy": true`), then one per host on record (`"host": true`).
     #[arg(long)]
     json: bool,
     /// Fail (exit 1) when an outbox message has waited this long since it was published.
@@ -53,6 +53,7 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
     let statuses = status::report(&client).await?;
     let topics = operate::topics(&client).await?;
     let (refused, _) = almanac::catalog::refused::list(&client, None).await?;
+    let hosts = almanac::hosts::list(&client).await?;
     let troubled: Vec<(&TopicHealth, String)> = topics.iter().filter_map(|t| trouble(t, args.outbox_max_age).map(|why| (t, why))).collect();
     if args.json {
         for s in &statuses {
@@ -61,6 +62,11 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
         for deploy in &refused {
             let mut line = serde_json::to_value(deploy)?;
             line["refused_deploy"] = true.into();
+            println!("{line}");
+        }
+        for host in &hosts {
+            let mut line = serde_json::to_value(host)?;
+            line["host"] = true.into();
             println!("{line}");
         }
     } else {
@@ -77,6 +83,7 @@ pub async fn run(database: &Database, args: StatusArgs) -> anyhow::Result<ExitCo
         for deploy in &refused {
             println!("refused deploy: {}", almanac::catalog::refused::describe(deploy));
         }
+        print!("{}", almanac::hosts::render(&hosts));
     }
     let refusing = refused.iter().any(|d| !d.stale);
     if refusing

@@ -61,4 +61,47 @@ pub(super) struct JobRun {
     pub(super) end: JobEnd,
     pub(super) elapsed: Duration,
     pub(super) cancelled: bool,
+    /// It was interrupted by a deadlock or a serialization failure.
+    pub(super) conflict: bool,
+}
+
+/// The next claim's size for a task on one worker, after a batch of `size` that ran
+/// `ran` of its jobs, was cut short by `batch_time` (`cut`), or hit conflicts.
+///
+/// Doubled (up to `max`) while claims come back full, so a backlog is worked in large
+/// transactions (one claim and one commit for many jobs); what was found when the
+/// backlog runs short, so an idle host claims one job at a time and its workers share a
+/// short queue (ten slow jobs go to ten workers, not one); halved when the batch ran past
+/// `batch_time` or its jobs conflicted, so a transaction's locks stay short.
+pub(super) fn next_size(size: usize, max: usize, ran: usize, cut: bool, conflicts: usize) -> usize {
+    let next = if cut || conflicts > 0 {
+        (size / 2).min(ran)
+    } else if ran < size {
+        ran
+    } else {
+        size.saturating_mul(2)
+    };
+    next.clamp(1, max.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_size;
+
+    #[test]
+    fn a_batch_grows_with_the_backlog_and_shrinks_when_it_runs_short_long_or_into_conflicts() {
+        let mut size = 1;
+        let mut sizes = Vec::new();
+        for _ in 0..7 {
+            size = next_size(size, 32, size, false, 0);
+            sizes.push(size);
+        }
+        assert_eq!(sizes, [2, 4, 8, 16, 32, 32, 32]);
+        assert_eq!(next_size(32, 32, 5, false, 0), 5, "a short backlog");
+        assert_eq!(next_size(32, 32, 0, false, 0), 1, "nothing due: one job next");
+        assert_eq!(next_size(32, 32, 20, true, 0), 16, "cut short after twenty jobs");
+        assert_eq!(next_size(32, 32, 3, true, 0), 3, "cut short after three jobs");
+        assert_eq!(next_size(32, 32, 32, false, 1), 16, "a conflict");
+        assert_eq!(next_size(1, 1, 1, false, 0), 1, "--batch 1 stays one");
+    }
 }

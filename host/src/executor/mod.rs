@@ -47,7 +47,9 @@ const ALONE: &str = include_str!("alone.sql");
 pub struct Options {
     /// Concurrent workers, each with its own connection. Defaults to 4.
     pub workers: usize,
-    /// Jobs claimed per transaction. Defaults to 1 (one job per transaction).
+    /// The most jobs claimed per transaction. Each worker starts a task at one and
+    /// doubles while claims come back full ([`batch::next_size`]). Defaults to 32; 1 is
+    /// one job per transaction.
     pub batch: usize,
     /// A batch starts no job after running this long; the rest go back pending.
     /// Defaults to 2 s.
@@ -80,7 +82,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             workers: 4,
-            batch: 1,
+            batch: 32,
             batch_time: Duration::from_secs(2),
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(3600),
@@ -111,12 +113,16 @@ pub struct BatchOutcome {
     pub retire_connection: bool,
     /// Jobs claimed with others that a crash marked: each runs alone next.
     pub alone: Vec<(String, DateTime<Utc>, String)>,
+    /// `batch_time` ended it before every job claimed had run.
+    pub cut: bool,
+    /// Jobs a deadlock or a serialization failure interrupted.
+    pub conflicts: usize,
 }
 
 /// Which jobs a batch claims.
 pub enum Claim<'a> {
-    /// Up to the batch size of the task's due jobs.
-    Due,
+    /// Up to this many of the task's due jobs.
+    Due(usize),
     /// One named job of the task (slot, key).
     One(DateTime<Utc>, &'a str),
 }
@@ -136,26 +142,20 @@ pub struct Context {
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     pool: Pool,
     logins: Arc<Logins>,
     loaded: Arc<Loaded>,
     options: Options,
     metrics: Arc<Metrics>,
+    busy: Arc<share::Busy>,
     wake: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
     let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
-    let context = Arc::new(Context {
-        loaded,
-        options: options.clone(),
-        recorder,
-        floor: Default::default(),
-        logins,
-        busy: Default::default(),
-        sweeping: Default::default(),
-    });
+    let context = Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default(), logins, busy, sweeping: Default::default() });
     claims::sweep_once(&pool, options.budgets(), &context.sweeping, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
     workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, options.budgets(), context.sweeping.clone(), shutdown.clone()));
@@ -195,6 +195,8 @@ impl Worker {
         let mut quiet: HashMap<String, Instant> = HashMap::new();
         // Worker i starts its round at task i, so workers spread over the tasks.
         let mut next = self.id;
+        // The next claim's size for each task (batch::next_size).
+        let mut sizes: HashMap<String, usize> = HashMap::new();
         let mut session: Option<Session> = None;
         while !shutdown.is_cancelled() {
             // Claim for the tasks loaded now (recomputed only when a reload swapped the
@@ -213,7 +215,7 @@ impl Worker {
                 }
             }
             let one: Option<(String, DateTime<Utc>, String)> = alone.front().cloned();
-            let limit = share::per_task(self.context.options.workers, tasks.len(), self.context.options.task_workers);
+            let share = share::per_task(self.context.options.workers, tasks.len(), self.context.options.task_workers);
             let taken = match &one {
                 Some((task, _, _)) => Some((task.clone(), None)),
                 None => {
@@ -221,10 +223,10 @@ impl Worker {
                     let open: Vec<&String> = tasks.iter().filter(|t| quiet.get(*t).is_none_or(|until| *until <= at)).collect();
                     next = next.wrapping_add(1);
                     // The first task, in turn from this worker's place, with room for it.
-                    (0..open.len()).map(|i| open[(next + i) % open.len()]).find_map(|t| self.context.busy.take(t, limit).map(|p| (t.clone(), Some(p))))
+                    (0..open.len()).map(|i| open[(next + i) % open.len()]).find_map(|t| self.context.busy.take(t, share).map(|p| (t.clone(), Some(p))))
                 }
             };
-            let Some((task, _place)) = taken else {
+            let Some((task, place)) = taken else {
                 crate::wake::idle(&mut wake, &mut idle, self.context.options.poll_interval, &shutdown).await;
                 quiet.clear();
                 continue;
@@ -249,9 +251,10 @@ impl Worker {
                 }
             }
             let Some(current) = &mut session else { continue };
+            let size = sizes.get(&task).copied().unwrap_or(1);
             let claim = match &one {
                 Some((_, slot, key)) => Claim::One(*slot, key),
-                None => Claim::Due,
+                None => Claim::Due(size),
             };
             let mut hold = claims::Hold::new(self.context.sweeping.clone());
             let result = run_batch(&current.conn, &mut current.backend, &self.context, &task, claim, &mut slots, &mut hold).await;
@@ -262,6 +265,21 @@ impl Worker {
                 }
                 for (task, end, elapsed) in &outcome.jobs {
                     self.metrics.record_job(task, *end, *elapsed);
+                }
+                if let (Some(place), None) = (&place, &one) {
+                    let clean = outcome.jobs.iter().filter(|(_, end, _)| *end == JobEnd::Done).count();
+                    if let Some((before, now)) = place.settle(clean, outcome.conflicts) {
+                        self.metrics.set_concurrency(&task, now);
+                        match now < before {
+                            true => {
+                                tracing::info!(task = %task, workers = now, share, "concurrency lowered: the task's jobs conflict (deadlocks, serialization failures)")
+                            }
+                            false => tracing::info!(task = %task, workers = now, share, "concurrency raised: the task's jobs ran without conflict"),
+                        }
+                    }
+                    let options = &self.context.options;
+                    let next = batch::next_size(size, options.batch, outcome.claimed, outcome.cut, outcome.conflicts);
+                    sizes.insert(task.clone(), next);
                 }
                 alone.extend(outcome.alone.iter().cloned());
             }
@@ -378,10 +396,9 @@ pub async fn run_batch(
     let plugin = registry.get(task).cloned();
     let digest = plugin.as_ref().map(|p| p.digest.clone()).unwrap_or_default();
     let floor = context.floor.current();
-    let batch = i32::try_from(options.batch).unwrap_or(i32::MAX);
     let claimed = async {
         match claim {
-            Claim::Due => claim_due.rows(conn, &[&batch, &floor, &digest]).await,
+            Claim::Due(size) => claim_due.rows(conn, &[&i32::try_from(size.min(options.batch)).unwrap_or(i32::MAX), &floor, &digest]).await,
             Claim::One(slot, key) => claim_one.rows(conn, &[&slot, &key, &digest]).await,
         }
     };
@@ -445,6 +462,7 @@ pub async fn run_batch(
             // the transaction (its locks, VACUUM's horizon) stays short.
             put_back(conn, &unclaim, &rows[i..]).await?;
             outcome.claimed = i;
+            outcome.cut = true;
             break;
         }
         let follow = if i + 1 == rows.len() { Follow::Commit } else { Follow::Savepoint };
@@ -462,6 +480,7 @@ pub async fn run_batch(
             run_job(conn, &statements, &plugin, &job, (row.slot, row.transients), options, follow).instrument(span).await?
         };
         outcome.retire_connection |= run.cancelled;
+        outcome.conflicts += usize::from(run.conflict);
         outcome.jobs.push((row.task.clone(), run.end, run.elapsed));
     }
     Ok(outcome)
@@ -506,7 +525,7 @@ async fn run_job(
                 false => conn.batch_execute(follow.sql()).await?,
             }
             tracing::debug!(?elapsed, "job done");
-            Ok(JobRun { end: JobEnd::Done, elapsed, cancelled })
+            Ok(JobRun { end: JobEnd::Done, elapsed, cancelled, conflict: false })
         }
         Err(CallError::ConnectionLost(why)) if transient::of_call(&called.ending, None) => Err(BatchError::Dropped(why)),
         Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
@@ -530,7 +549,7 @@ async fn run_job(
                 tracing::info!(error = %crate::text::printable(&message), retry_in = ?delay, "job attempt failed");
             }
             let end = if give_up { JobEnd::Failed } else { JobEnd::Retried };
-            Ok(JobRun { end, elapsed, cancelled })
+            Ok(JobRun { end, elapsed, cancelled, conflict: transient && transient::conflict_of_call(&called.ending) })
         }
     }
 }

@@ -67,7 +67,7 @@ pub(super) async fn poisoned(
     let failure = Failure { message: &message, give_up: true, delay: Duration::ZERO, digest: &plugin.digest, cancelled: false, transient: false };
     record_failure(conn, statements, (row.slot, &row.key), failure, follow).await?;
     tracing::error!(error = %crate::text::printable(&message), "job failed for good");
-    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false })
+    Ok(JobRun { end: JobEnd::Failed, elapsed: Duration::ZERO, cancelled: false, conflict: false })
 }
 
 /// A failed attempt as recorded.

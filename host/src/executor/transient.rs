@@ -37,6 +37,13 @@ pub fn of_call(ending: &Ending, error: Option<&CallError>) -> bool {
     ending.failure.as_ref().and_then(|f| f.sqlstate.as_deref()).is_some_and(transient_sqlstate)
 }
 
+/// Whether a call was interrupted by its jobs' conflict with one another (a deadlock, a
+/// serialization failure): what lowers its task's concurrency ([`super::share`]), unlike
+/// a server that went away.
+pub fn conflict_of_call(ending: &Ending) -> bool {
+    ending.failure.as_ref().and_then(|f| f.sqlstate.as_deref()).is_some_and(|c| matches!(c, "40001" | "40P01"))
+}
+
 /// Whether a batch ended because the database dropped its connection.
 pub fn of_batch(error: &BatchError) -> bool {
     match error {

@@ -91,6 +91,7 @@ pub struct Metrics {
     topic_paused: Family<TopicLabel, Gauge>,
     topic_oldest: Family<TopicLabel, FloatGauge>,
     plugins: Family<PluginLabel, Gauge>,
+    concurrency: Family<TaskLabel, Gauge>,
     database_up: Gauge,
     /// Scrapes refill the gauge families (clear, then set); one at a time.
     scrape: tokio::sync::Mutex<()>,
@@ -128,6 +129,7 @@ impl Default for Metrics {
             topic_paused: Family::default(),
             topic_oldest: Family::default(),
             plugins: Family::default(),
+            concurrency: Family::default(),
             database_up: Gauge::default(),
             scrape: tokio::sync::Mutex::new(()),
         };
@@ -162,6 +164,11 @@ impl Default for Metrics {
         r.register("outbox_oldest_pending_age_seconds", "Seconds since the oldest undelivered message of a topic was published", m.topic_oldest.clone());
         r.register("database_up", "1 if this scrape could read the database (the gauges above are from it), else 0", m.database_up.clone());
         r.register("plugin_loaded", "Plugins this host serves now (1 per task, labelled with version and digest)", m.plugins.clone());
+        r.register(
+            "task_concurrency",
+            "Workers this host lets a task have since its jobs last conflicted (deadlocks, serialization failures): lowered on a conflict, raised back to its share as they stop; absent for a task never lowered",
+            m.concurrency.clone(),
+        );
         m
     }
 }
@@ -177,6 +184,11 @@ impl Metrics {
         };
         counter.get_or_create(&label).inc();
         self.duration.get_or_create(&label).observe(elapsed.as_secs_f64());
+    }
+
+    /// The workers a task may have on this host now ([`crate::executor::share`]).
+    pub fn set_concurrency(&self, task: &str, limit: usize) {
+        self.concurrency.get_or_create(&TaskLabel { task: Text(task.to_owned()) }).set(i64::try_from(limit).unwrap_or(i64::MAX));
     }
 
     pub fn record_load_failure(&self) {
