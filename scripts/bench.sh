@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh --need-server
 plugins_out=$(bash scripts/build-plugins.sh)
 cargo build --quiet --release -p almanac
-exec target/release/almanac bench --plugin "$plugins_out/daily_points.wasm" "$@"
+exec target/release/almanac bench --plugin "$plugins_out/daily_points.wasm" --contention "$plugins_out/fixture_crosslock.wasm" "$@"

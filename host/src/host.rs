@@ -226,11 +226,12 @@ impl Host {
             share: Box::new(move |tasks| executor::share::per_task(workers, tasks, task_workers)),
         };
         tasks.spawn(crate::hosts::heartbeat(self.pool.clone(), beat, shutdown.clone()));
+        let listening = executor::Options { listening: self.listen.is_some(), ..self.options.executor.clone() };
         tasks.spawn(executor::run(
             self.pool.clone(),
             self.logins.clone(),
             self.loaded.clone(),
-            self.options.executor.clone(),
+            listening,
             self.options.metrics.clone(),
             busy,
             wake_rx,

@@ -58,13 +58,15 @@ pub async fn listen(target: crate::db::Target, channel: &'static str, wake: watc
 
 /// Wait while there is nothing to do: until a notification, the idle delay, or shutdown.
 /// The delay doubles (up to `max`) each time a worker finds nothing, so an idle host
-/// polls rarely while a notification still wakes it at once.
-pub async fn idle(wake: &mut watch::Receiver<u64>, delay: &mut Duration, max: Duration, shutdown: &CancellationToken) {
+/// polls rarely while a notification still wakes it at once. Returns whether a
+/// notification (not the delay) woke it.
+pub async fn idle(wake: &mut watch::Receiver<u64>, delay: &mut Duration, max: Duration, shutdown: &CancellationToken) -> bool {
     wake.borrow_and_update();
-    tokio::select! {
-        _ = wake.changed() => {}
-        _ = tokio::time::sleep(*delay) => {}
-        _ = shutdown.cancelled() => {}
-    }
+    let notified = tokio::select! {
+        _ = wake.changed() => true,
+        _ = tokio::time::sleep(*delay) => false,
+        _ = shutdown.cancelled() => false,
+    };
     *delay = (*delay * 2).min(max);
+    notified
 }

@@ -10,6 +10,8 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
         .arg(dir.path())
         .args(["bench", "--smoke", "--connections", "--json", "--plugin"])
         .arg(built_plugins().join("daily_points.wasm"))
+        .arg("--contention")
+        .arg(built_plugins().join("fixture_crosslock.wasm"))
         .arg("--languages")
         .arg(format!("{},{}", built_plugins().join("daily_points_ts.wasm").display(), built_plugins().join("daily_points_py.wasm").display()))
         .env_remove("DATABASE_URL")
@@ -65,6 +67,16 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     }
     assert!(history["pruned_done"].as_i64().unwrap() > 0);
     assert_eq!(history["churn_jobs"], 800);
+    // A real idle host's statements counted, lone jobs timed from enqueue to claim.
+    let idle = &report["idle"];
+    assert_eq!(idle["runs"].as_array().unwrap().len(), 1, "{idle}");
+    assert!(idle["runs"][0]["statements"].as_i64().unwrap() > 0, "{idle}");
+    assert_eq!(idle["lone_jobs"], 10, "{idle}");
+    assert!(idle["lone_p50_ms"].as_f64().unwrap() > 0.0, "{idle}");
+    // The deadlock storm and its serial run, each verified (every job done once).
+    let contention = &report["contention"];
+    assert_eq!(contention["jobs"], 16, "{contention}");
+    assert!(contention["serial_seconds"].as_f64().unwrap() > 0.0 && contention["storm_seconds"].as_f64().unwrap() > 0.0, "{contention}");
     // One and two hosts on one database, each job verified done once, with its WAL.
     let scaling = &report["scaling"];
     assert!(scaling["floor_wal_bytes_per_job"].as_f64().unwrap() > 0.0);

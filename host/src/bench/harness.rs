@@ -49,6 +49,17 @@ pub struct Options {
     pub languages: Vec<PathBuf>,
     /// Measure idle hosts and lone jobs ([`super::idle`]).
     pub idle: IdleOptions,
+    /// Also measure a deadlock storm against serial execution ([`super::contention`]).
+    pub contention: Option<ContentionOptions>,
+}
+
+/// The deadlock storm: fixture-crosslock's component, its jobs and their pause.
+#[derive(Debug, Clone)]
+pub struct ContentionOptions {
+    pub plugin: PathBuf,
+    pub jobs: i64,
+    /// Seconds between a job's two locks.
+    pub pause: f64,
 }
 
 /// How the idle hosts and the lone jobs are measured.

@@ -84,7 +84,7 @@ pub async fn measure(cluster: &Cluster, plugin: &Path, hosts: &[usize], window: 
             .await?;
         let statements: i64 = rows.iter().map(|r| r.get::<_, i64>(0)).sum();
         let top =
-            rows.iter().take(5).map(|r| (r.get(0), crate::text::clip(r.get::<_, String>(1).split_whitespace().collect::<Vec<_>>().join(" "), 100))).collect();
+            rows.iter().take(12).map(|r| (r.get(0), crate::text::clip(r.get::<_, String>(1).split_whitespace().collect::<Vec<_>>().join(" "), 100))).collect();
         runs.push(IdleRun { hosts: n, seconds, statements, per_host_per_second: statements as f64 / seconds / n as f64, top });
         if n == 1 {
             lone_ms = lone_jobs(&admin, lone).await?;
@@ -155,12 +155,10 @@ async fn settle(admin: &tokio_postgres::Client, n: usize, children: &Children) -
 /// Milliseconds from each lone job's enqueue to its claim, one job at a time with the
 /// host idle between them.
 async fn lone_jobs(admin: &tokio_postgres::Client, n: usize) -> anyhow::Result<Vec<f64>> {
-    let slot: chrono::DateTime<chrono::Utc> = admin
-        .query_one("SELECT max(slot) FROM almanac.slots WHERE task = 'daily-points' AND status = 'generated'", &[])
-        .await?
-        .try_get(0)
-        .context("daily-points generated no slot")?;
-    let enqueue = admin.prepare("SELECT almanac.enqueue('daily-points', $1, $2)").await?;
+    // Today, off the calendar, as an application may enqueue. (A slot in a month older
+    // than the claim floor, last month, waits up to the floor's refresh: 5 s.)
+    let slot: chrono::DateTime<chrono::Utc> = admin.query_one("SELECT date_trunc('day', now())", &[]).await?.get(0);
+    let enqueue = admin.prepare("SELECT almanac.enqueue('daily-points', $1, $2, NULL, NULL, true)").await?;
     let mut ms = Vec::with_capacity(n);
     for i in 0..n {
         let key = (1_000_000 + i).to_string();

@@ -18,6 +18,7 @@
 //!
 //! Every run checks its result (sum of points, jobs done) before its figure counts.
 mod connections;
+pub mod contention;
 mod cpu;
 mod enqueue;
 mod harness;
@@ -28,7 +29,7 @@ mod pgbench;
 pub mod scaling;
 
 use harness::{claim_latency, fresh_database, overhead, reset, run_almanac, run_floor, seed_accounts, timed, verified, TASK};
-pub use harness::{settings, HistoryOptions, IdleOptions, Options, Run};
+pub use harness::{settings, ContentionOptions, HistoryOptions, IdleOptions, Options, Run};
 pub use history::{HistoryReport, Side};
 pub use languages::LanguageRun;
 
@@ -77,6 +78,7 @@ pub struct Report {
     pub scaling: Option<scaling::ScalingReport>,
     pub languages: Vec<LanguageRun>,
     pub idle: Option<idle::IdleReport>,
+    pub contention: Option<contention::ContentionReport>,
 }
 
 pub async fn run(options: Options) -> anyhow::Result<Report> {
@@ -150,6 +152,10 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         true => None,
         false => Some(idle::measure(&cluster, &options.plugin, &options.idle.hosts, options.idle.window, options.idle.lone).await?),
     };
+    let contention = match &options.contention {
+        Some(c) => Some(contention::measure(&cluster, &c.plugin, &options.data_dir, options.workers, c.jobs, c.pause).await?),
+        None => None,
+    };
     let history = match &options.history {
         Some(h) => Some(history::measure(&cluster, &options, &host_options, h).await?),
         None => None,
@@ -183,6 +189,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         scaling,
         languages,
         idle,
+        contention,
     })
 }
 

@@ -55,6 +55,15 @@ pub struct BenchArgs {
     /// Lone jobs timed, one at a time on an idle host.
     #[arg(long, default_value_t = 200)]
     lone_jobs: usize,
+    /// Also run a deadlock storm: this fixture_crosslock.wasm's jobs (which lock two rows
+    /// in opposite orders) on --workers workers against the same jobs on one.
+    #[arg(long, value_name = "WASM")]
+    contention: Option<PathBuf>,
+    /// Jobs of the deadlock storm, and the seconds each pauses between its two locks.
+    #[arg(long, default_value_t = 200)]
+    contention_jobs: i64,
+    #[arg(long, default_value_t = 0.1)]
+    contention_pause: f64,
     /// A small, quick run that only checks the benchmark works (what CI runs).
     #[arg(long)]
     smoke: bool,
@@ -62,7 +71,7 @@ pub struct BenchArgs {
     json: bool,
 }
 
-pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(data_dir: &std::path::Path, args: BenchArgs, shutdown: tokio_util::sync::CancellationToken) -> anyhow::Result<ExitCode> {
     let mut options = bench::Options {
         plugin: args.plugin,
         data_dir: data_dir.join("bench"),
@@ -78,6 +87,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
         hosts: args.hosts.unwrap_or_default(),
         languages: args.languages,
         idle: bench::IdleOptions { hosts: args.idle_hosts, window: args.idle_window, lone: args.lone_jobs },
+        contention: args.contention.map(|plugin| bench::ContentionOptions { plugin, jobs: args.contention_jobs, pause: args.contention_pause }),
     };
     if args.smoke {
         options = bench::Options {
@@ -91,10 +101,16 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs) -> anyhow::Result<
             history: Some(bench::HistoryOptions { done: 20_000, churn: 800, autovacuum_wait: std::time::Duration::ZERO }),
             hosts: vec![1, 2],
             idle: bench::IdleOptions { hosts: vec![1], window: std::time::Duration::from_secs(3), lone: 10 },
+            contention: options.contention.map(|c| bench::ContentionOptions { jobs: 16, pause: 0.02, ..c }),
             ..options
         };
     }
-    let report = bench::run(options).await?;
+    // SIGINT or SIGTERM drops the run: the cluster it started is stopped, the hosts it
+    // started are sent SIGTERM (their guards).
+    let report = tokio::select! {
+        report = bench::run(options) => report?,
+        _ = shutdown.cancelled() => anyhow::bail!("interrupted"),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -184,6 +200,18 @@ fn render(r: &Report) -> String {
     if let Some(idle) = &r.idle {
         out.push_str(&render_idle(idle));
     }
+    if let Some(c) = &r.contention {
+        out.push_str(&format!(
+            "\ncontention ({} jobs locking two rows in opposite orders, {:.2} s between the locks, deadlock_timeout 1 s): one worker {:.1} s; {} workers {:.1} s ({:.2}x), {} deadlocks, every job done once\n",
+            c.jobs,
+            c.pause_seconds,
+            c.serial_seconds,
+            c.workers,
+            c.storm_seconds,
+            c.storm_seconds / c.serial_seconds,
+            c.deadlocks
+        ));
+    }
     out.push_str(&format!("\nplugin overhead (instantiate + run + 2 host calls, no-op tx): {:.1} µs/job\n", r.plugin_overhead_us));
     out.push_str(&format!(
         "statement policy (libpg_query parse + tree walk, daily-points' statements): {:.1} µs uncached, {:.2} µs cached, per statement\n",
@@ -257,6 +285,10 @@ fn render(r: &Report) -> String {
     }
     let slowest = year.map(|h| h.full.status_max_ms.max(h.full.overview_max_ms));
     target(format!("status and /api/overview <= 100 ms with 10^7 done ({:.1} ms at most)", slowest.unwrap_or(f64::NAN)), slowest.map(|x| x <= 100.0));
+    if let Some(c) = &r.contention {
+        let ratio = c.storm_seconds / c.serial_seconds;
+        target(format!("a deadlock storm on {} workers within 2 x its serial time ({ratio:.2})", c.workers), Some(ratio <= 2.0));
+    }
     if let Some(idle) = &r.idle {
         let lone = |ms: f64| (idle.lone_jobs > 0).then_some(ms <= 50.0);
         target(format!("a lone job starts within 50 ms of its enqueue, p50 ({:.1} ms)", idle.lone_p50_ms), lone(idle.lone_p50_ms));

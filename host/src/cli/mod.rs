@@ -339,7 +339,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let database = almanac_db().await?;
             return schedule::backfill(&database, &cli.data_dir, args).await;
         }
-        Command::Bench(args) => return bench::run(&cli.data_dir, args).await,
+        Command::Bench(args) => return bench::run(&cli.data_dir, args, shutdown).await,
         Command::New(args) => return new::run(args),
         Command::Try(args) => {
             let database = almanac_db().await?;

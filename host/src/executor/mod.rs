@@ -60,6 +60,11 @@ pub struct Options {
     pub retry_max: Duration,
     /// Polling interval when idle and no notification arrives. Defaults to 1 s.
     pub poll_interval: Duration,
+    /// A LISTEN connection wakes idle workers: only the first polls every
+    /// `poll_interval` (and wakes the others when its poll finds jobs a notification
+    /// did not announce); the others poll every 30 of them. Defaults to false (every
+    /// worker polls).
+    pub listening: bool,
     /// A job whose host (or connection) ended this many times while running it is
     /// failed without running again, so it cannot take down host after host.
     /// Defaults to 3.
@@ -87,6 +92,7 @@ impl Default for Options {
             retry_base: Duration::from_secs(1),
             retry_max: Duration::from_secs(3600),
             poll_interval: Duration::from_secs(1),
+            listening: false,
             poison_after: 3,
             poison_window: Duration::from_secs(24 * 3600),
             sweep_interval: Duration::from_secs(1),
@@ -139,6 +145,8 @@ pub struct Context {
     pub busy: Arc<share::Busy>,
     /// Held by the sweep running now ([`claims::sweep_once`]), with the batches running.
     pub sweeping: Arc<claims::SweepGate>,
+    /// Wakes the idle workers: every notification, and a poll that found jobs.
+    pub nudge: watch::Sender<u64>,
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
@@ -155,16 +163,31 @@ pub async fn run(
 ) {
     let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
-    let context = Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default(), logins, busy, sweeping: Default::default() });
+    let (nudge, local) = watch::channel(0u64);
+    let context =
+        Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default(), logins, busy, sweeping: Default::default(), nudge });
     claims::sweep_once(&pool, options.budgets(), &context.sweeping, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
+    workers.spawn(forward(wake, context.clone(), shutdown.clone()));
     workers.spawn(claims::sweep_loop(pool.clone(), options.sweep_interval, options.budgets(), context.sweeping.clone(), shutdown.clone()));
     for id in 0..options.workers {
         let worker = Worker { id, pool: pool.clone(), context: context.clone(), metrics: metrics.clone() };
-        let (wake, shutdown) = (wake.clone(), shutdown.clone());
+        let (wake, shutdown) = (local.clone(), shutdown.clone());
         workers.spawn(async move { worker.run(wake, shutdown).await });
     }
     while workers.join_next().await.is_some() {}
+}
+
+/// Every notification, on to the workers' own channel (which a poll that found jobs
+/// also sends on).
+async fn forward(mut wake: watch::Receiver<u64>, context: Arc<Context>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            changed = wake.changed() => if changed.is_err() { return },
+            _ = shutdown.cancelled() => return,
+        }
+        context.nudge.send_modify(|n| *n += 1);
+    }
 }
 
 struct Worker {
@@ -198,6 +221,13 @@ impl Worker {
         // The next claim's size for each task (batch::next_size).
         let mut sizes: HashMap<String, usize> = HashMap::new();
         let mut session: Option<Session> = None;
+        // Whether the last wait ended by its delay rather than a notification.
+        let mut polled = false;
+        let options = &self.context.options;
+        let max_idle = match options.listening && self.id > 0 {
+            true => options.poll_interval * 30,
+            false => options.poll_interval,
+        };
         while !shutdown.is_cancelled() {
             // Claim for the tasks loaded now (recomputed only when a reload swapped the
             // registry or a plugin was suspended or resumed).
@@ -227,7 +257,7 @@ impl Worker {
                 }
             };
             let Some((task, place)) = taken else {
-                crate::wake::idle(&mut wake, &mut idle, self.context.options.poll_interval, &shutdown).await;
+                polled = !crate::wake::idle(&mut wake, &mut idle, max_idle, &shutdown).await;
                 quiet.clear();
                 continue;
             };
@@ -290,7 +320,14 @@ impl Worker {
                         crate::db::discard(s.conn);
                     }
                 }
-                Ok(outcome) if outcome.claimed > 0 || !alone.is_empty() => idle = Duration::from_millis(10),
+                Ok(outcome) if outcome.claimed > 0 || !alone.is_empty() => {
+                    // Jobs no notification announced (retries come due, a lost
+                    // notification): the other workers may be asleep.
+                    if std::mem::take(&mut polled) {
+                        self.context.nudge.send_modify(|n| *n += 1);
+                    }
+                    idle = Duration::from_millis(10);
+                }
                 Ok(_) => {
                     quiet.insert(task, Instant::now() + self.context.options.poll_interval);
                 }
@@ -444,8 +481,10 @@ pub async fn run_batch(
     }
     let Some(plugin) = plugin.filter(|_| !rows.is_empty()) else {
         // Nothing to run, or the plugin went away between the choice and the claim:
-        // pending again, as they were, for a host that has it.
-        put_back(conn, &unclaim, &rows).await?;
+        // pending again, as they were, for a host that has it. No plugin ran in this
+        // transaction, so the session has nothing to clean: an idle host's poll is four
+        // statements, not ten.
+        put_back(conn, &unclaim, &rows, false).await?;
         outcome.claimed = 0;
         return Ok(outcome);
     };
@@ -460,7 +499,7 @@ pub async fn run_batch(
         if i > 0 && started.elapsed() >= options.batch_time {
             // Long enough: the jobs not started go back pending for the next claim, so
             // the transaction (its locks, VACUUM's horizon) stays short.
-            put_back(conn, &unclaim, &rows[i..]).await?;
+            put_back(conn, &unclaim, &rows[i..], true).await?;
             outcome.claimed = i;
             outcome.cut = true;
             break;
@@ -487,12 +526,12 @@ pub async fn run_batch(
 }
 
 /// Claimed jobs a batch does not run: pending again, exactly as they were, then COMMIT
-/// (the open savepoint commits with it).
-async fn put_back(conn: &Arc<Conn>, unclaim: &Prepared, rows: &[Claimed]) -> Result<(), BatchError> {
+/// (the open savepoint commits with it), and the session cleaned if a plugin ran in it.
+async fn put_back(conn: &Arc<Conn>, unclaim: &Prepared, rows: &[Claimed], ran: bool) -> Result<(), BatchError> {
     // Sent together, answered together: one round trip.
     let params: Vec<[&dyn crate::db::Param; 4]> = rows.iter().map(|r| [&r.slot as &dyn crate::db::Param, &r.key, &r.last_error, &r.digest]).collect();
     futures_util::future::try_join_all(params.iter().map(|p| unclaim.exec(conn, p))).await?;
-    conn.batch_execute(&COMMIT).await?;
+    conn.batch_execute(if ran { &COMMIT } else { "COMMIT" }).await?;
     if !rows.is_empty() {
         tracing::debug!(jobs = rows.len(), "jobs put back for the next claim");
     }

@@ -188,7 +188,7 @@ impl Dispatcher {
                 Ok(outcome) if outcome.claimed > 0 => idle = Duration::from_millis(10),
                 Ok(_) => {
                     polls_since_check += 1;
-                    crate::wake::idle(&mut wake, &mut idle, self.options.poll_interval, &shutdown).await;
+                    let _ = crate::wake::idle(&mut wake, &mut idle, self.options.poll_interval, &shutdown).await;
                 }
                 Err(e) => {
                     tracing::warn!(worker = id, "outbox dispatcher lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
