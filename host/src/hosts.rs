@@ -64,7 +64,7 @@ pub async fn heartbeat(pool: Pool, beat: Beat, shutdown: CancellationToken) {
         }
     }
     if let Ok(conn) = pool.get().await {
-        if let Err(e) = conn.execute("DELETE FROM almanac.hosts WHERE id = $1", &[&beat.id]).await {
+        if let Err(e) = conn.execute("DELETE FROM almanac.hosts WHERE id = $1 AND started_at = $2", &[&beat.id, &started]).await {
             tracing::debug!("host row not removed: {e}");
         }
     }
@@ -85,9 +85,13 @@ async fn say(pool: &Pool, beat: &Beat, started: DateTime<Utc>) -> Result<(), Box
     Ok(())
 }
 
-/// Every host on record, live ones first.
+/// Every host on record, live ones first (none before migration V27: a newer CLI on a
+/// database its hosts have not migrated yet).
 pub async fn list(client: &impl Sql) -> Result<Vec<HostRow>, tokio_postgres::Error> {
-    let rows = client.rows(LIST, &[&QUIET.as_secs_f64()]).await?;
+    let rows = match client.rows(LIST, &[&QUIET.as_secs_f64()]).await {
+        Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => return Ok(Vec::new()),
+        other => other?,
+    };
     Ok(rows
         .iter()
         .map(|r| {

@@ -3,8 +3,8 @@
 WITH beat AS (
     INSERT INTO almanac.hosts (id, version, started_at, seen_at, workers, busy, plugins, concurrency)
     VALUES ($1, $2, $3, now(), $4, $5, $6, $7)
-    ON CONFLICT (id) DO UPDATE
+    ON CONFLICT (id, started_at) DO UPDATE
        SET version = EXCLUDED.version, seen_at = EXCLUDED.seen_at, workers = EXCLUDED.workers,
            busy = EXCLUDED.busy, plugins = EXCLUDED.plugins, concurrency = EXCLUDED.concurrency
 )
-DELETE FROM almanac.hosts WHERE seen_at < now() - interval '1 day' AND id <> $1
+DELETE FROM almanac.hosts WHERE seen_at < now() - interval '1 day' AND (id, started_at) <> ($1, $3)

@@ -60,8 +60,11 @@ pub async fn listen(target: crate::db::Target, channel: &'static str, wake: watc
 /// The delay doubles (up to `max`) each time a worker finds nothing, so an idle host
 /// polls rarely while a notification still wakes it at once. Returns whether a
 /// notification (not the delay) woke it.
+///
+/// The caller marks the notifications seen (`wake.borrow_and_update()`) *before* the look
+/// that found nothing: one that arrived during that look then ends this wait at once
+/// (marking them seen here lost it, and its job waited for the next poll).
 pub async fn idle(wake: &mut watch::Receiver<u64>, delay: &mut Duration, max: Duration, shutdown: &CancellationToken) -> bool {
-    wake.borrow_and_update();
     let notified = tokio::select! {
         _ = wake.changed() => true,
         _ = tokio::time::sleep(*delay) => false,

@@ -188,7 +188,7 @@ async fn jobs_stuck_on_a_row_lock_fail_at_their_deadline_without_leaking_connect
             .await
             .unwrap()
             .get(0);
-        panic!("{deadlined} of {JOBS} jobs failed at their deadline; seen: {other}");
+        panic!("{deadlined} of {JOBS} jobs failed at their deadline; seen: {other}; log:\n{}", host.log());
     }
     // Idle workers open a transaction per poll, so one may be caught in the middle;
     // a leaked one never clears.

@@ -9,6 +9,7 @@
 //! A crash anywhere before COMMIT rolls back the plugin's writes and the done mark
 //! together, and releases the row locks: the jobs are simply pending again.
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -145,8 +146,11 @@ pub struct Context {
     pub busy: Arc<share::Busy>,
     /// Held by the sweep running now ([`claims::sweep_once`]), with the batches running.
     pub sweeping: Arc<claims::SweepGate>,
-    /// Wakes the idle workers: every notification, and a poll that found jobs.
+    /// Wakes the idle workers: every notification, a poll that found jobs, a task's
+    /// concurrency raised.
     pub nudge: watch::Sender<u64>,
+    /// Taken by the idle worker that polls every `poll_interval` ([`Options::listening`]).
+    pub poller: std::sync::atomic::AtomicBool,
 }
 
 /// Run `options.workers` workers until `shutdown`; in-flight batches finish first.
@@ -164,8 +168,17 @@ pub async fn run(
     let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
     let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
     let (nudge, local) = watch::channel(0u64);
-    let context =
-        Arc::new(Context { loaded, options: options.clone(), recorder, floor: Default::default(), logins, busy, sweeping: Default::default(), nudge });
+    let context = Arc::new(Context {
+        loaded,
+        options: options.clone(),
+        recorder,
+        floor: Default::default(),
+        logins,
+        busy,
+        sweeping: Default::default(),
+        nudge,
+        poller: Default::default(),
+    });
     claims::sweep_once(&pool, options.budgets(), &context.sweeping, &shutdown).await;
     let mut workers = tokio::task::JoinSet::new();
     workers.spawn(forward(wake, context.clone(), shutdown.clone()));
@@ -224,10 +237,6 @@ impl Worker {
         // Whether the last wait ended by its delay rather than a notification.
         let mut polled = false;
         let options = &self.context.options;
-        let max_idle = match options.listening && self.id > 0 {
-            true => options.poll_interval * 30,
-            false => options.poll_interval,
-        };
         while !shutdown.is_cancelled() {
             // Claim for the tasks loaded now (recomputed only when a reload swapped the
             // registry or a plugin was suspended or resumed).
@@ -244,6 +253,8 @@ impl Worker {
                     }
                 }
             }
+            // Seen before the claim looks: one arriving meanwhile ends the idle wait.
+            wake.borrow_and_update();
             let one: Option<(String, DateTime<Utc>, String)> = alone.front().cloned();
             let share = share::per_task(self.context.options.workers, tasks.len(), self.context.options.task_workers);
             let taken = match &one {
@@ -257,7 +268,14 @@ impl Worker {
                 }
             };
             let Some((task, place)) = taken else {
-                polled = !crate::wake::idle(&mut wake, &mut idle, max_idle, &shutdown).await;
+                // With LISTEN on, one idle worker at a time polls every poll_interval (for
+                // retries coming due, a lost notification); the others every 30.
+                let poller = !options.listening || self.context.poller.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok();
+                let max = if poller { options.poll_interval } else { options.poll_interval * 30 };
+                polled = !crate::wake::idle(&mut wake, &mut idle, max, &shutdown).await;
+                if poller && options.listening {
+                    self.context.poller.store(false, Ordering::Release);
+                }
                 quiet.clear();
                 continue;
             };
@@ -275,6 +293,8 @@ impl Worker {
                         if shutdown.is_cancelled() {
                             return;
                         }
+                        // Its place goes to another worker meanwhile.
+                        drop(place);
                         tokio::time::sleep(Duration::from_millis(100)).await;
                         continue;
                     }
@@ -297,16 +317,8 @@ impl Worker {
                     self.metrics.record_job(task, *end, *elapsed);
                 }
                 if let (Some(place), None) = (&place, &one) {
-                    let clean = outcome.jobs.iter().filter(|(_, end, _)| *end == JobEnd::Done).count();
-                    if let Some((before, now)) = place.settle(clean, outcome.conflicts) {
-                        self.metrics.set_concurrency(&task, now);
-                        match now < before {
-                            true => {
-                                tracing::info!(task = %task, workers = now, share, "concurrency lowered: the task's jobs conflict (deadlocks, serialization failures)")
-                            }
-                            false => tracing::info!(task = %task, workers = now, share, "concurrency raised: the task's jobs ran without conflict"),
-                        }
-                    }
+                    let clean = outcome.jobs.len().saturating_sub(outcome.conflicts);
+                    self.settled(place, &task, share, clean, outcome.conflicts);
                     let options = &self.context.options;
                     let next = batch::next_size(size, options.batch, outcome.claimed, outcome.cut, outcome.conflicts);
                     sizes.insert(task.clone(), next);
@@ -333,6 +345,17 @@ impl Worker {
                 }
                 Err(e) => {
                     tracing::warn!(worker = self.id, task = %task, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
+                    // A conflict that ended the whole batch (a serialization failure at
+                    // COMMIT, a deadlock on the host's own statements) counts as one, and
+                    // the next claim is smaller.
+                    if one.is_none() {
+                        sizes.insert(task.clone(), (size / 2).max(1));
+                        if let Some(place) = &place {
+                            let conflict = matches!(&e, BatchError::Db(db) if db.code().is_some_and(|c| matches!(c.code(), "40001" | "40P01")));
+                            self.settled(place, &task, share, 0, usize::from(conflict));
+                        }
+                    }
+                    drop(place);
                     if let Some(s) = session.take() {
                         // Only a batch that recorded its claim has an orphan to mark
                         // (through a pooler, the session's last backend may serve
@@ -354,6 +377,19 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+
+    /// A batch's jobs, counted on its task's concurrency; a change is logged, exported,
+    /// and (a raise) wakes the idle workers to use it.
+    fn settled(&self, place: &share::Taken, task: &str, share: usize, clean: usize, conflicts: usize) {
+        let Some((before, now)) = place.settle(clean, conflicts) else { return };
+        self.metrics.set_concurrency(task, now);
+        if now < before {
+            tracing::info!(task = %task, workers = now, share, "concurrency lowered: the task's jobs conflict (deadlocks, serialization failures)");
+        } else {
+            tracing::info!(task = %task, workers = now, share, "concurrency raised: the task's jobs ran without conflict");
+            self.context.nudge.send_modify(|n| *n += 1);
         }
     }
 
@@ -488,17 +524,24 @@ pub async fn run_batch(
         outcome.claimed = 0;
         return Ok(outcome);
     };
-    let held = rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
+    let held = |rows: &[Claimed]| rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
     hold.hold(*backend);
-    if let Err(e) = context.recorder.record(*backend, held).await {
+    if let Err(e) = context.recorder.record(*backend, held(&rows)).await {
         return Err(BatchError::ConnectionLost(e.to_string()));
     }
     // Invariant at the top of the loop: a savepoint "job" is open and unused.
     let started = std::time::Instant::now();
     for (i, row) in rows.iter().enumerate() {
-        if i > 0 && started.elapsed() >= options.batch_time {
-            // Long enough: the jobs not started go back pending for the next claim, so
-            // the transaction (its locks, VACUUM's horizon) stays short.
+        // Long enough, or a job's deadline sent a cancel on this connection (which may
+        // land late, on the next job's statement: the connection is replaced after the
+        // batch): the jobs not started go back pending for the next claim, so the
+        // transaction (its locks, VACUUM's horizon) stays short.
+        if i > 0 && (started.elapsed() >= options.batch_time || outcome.retire_connection) {
+            // The claim on record shrinks to the jobs that ran first: the sweep must not
+            // take the ones put back for jobs this backend was running when it ended.
+            if let Err(e) = context.recorder.record(*backend, held(&rows[..i])).await {
+                return Err(BatchError::ConnectionLost(e.to_string()));
+            }
             put_back(conn, &unclaim, &rows[i..], true).await?;
             outcome.claimed = i;
             outcome.cut = true;

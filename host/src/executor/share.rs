@@ -25,6 +25,9 @@ pub fn per_task(workers: usize, tasks: usize, limit: Option<usize>) -> usize {
 const FIRST_PROBE: u32 = 8;
 /// The most clean jobs a raise may wait for.
 const LONGEST_PROBE: u32 = 4096;
+/// A task lowered this long ago without a conflict since has its share back whole: its
+/// jobs may have changed, or it ran too little to earn its raises.
+const FORGET: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// One task's concurrency on this host: additive increase, multiplicative decrease.
 /// A conflict halves the workers it may have (once per round: conflicts of batches that
@@ -42,11 +45,12 @@ struct Lane {
     /// Cuts so far: a batch remembers the round it began in.
     round: u64,
     cut_since_raise: bool,
+    last_conflict: Option<std::time::Instant>,
 }
 
 impl Default for Lane {
     fn default() -> Self {
-        Lane { running: 0, lowered: None, needed: FIRST_PROBE, clean: 0, round: 0, cut_since_raise: false }
+        Lane { running: 0, lowered: None, needed: FIRST_PROBE, clean: 0, round: 0, cut_since_raise: false, last_conflict: None }
     }
 }
 
@@ -64,10 +68,23 @@ impl Lane {
         self.clean = 0;
         self.needed = self.needed.saturating_mul(2).min(LONGEST_PROBE);
         self.cut_since_raise = true;
+        self.last_conflict = Some(std::time::Instant::now());
     }
 
+    /// Its share back whole, if it was lowered [`FORGET`] ago and nothing conflicted since.
+    fn forget_old_cut(&mut self) {
+        if self.lowered.is_some() && self.last_conflict.is_some_and(|at| at.elapsed() >= FORGET) {
+            *self = Lane { running: self.running, round: self.round, ..Lane::default() };
+        }
+    }
+
+    /// `jobs` ran without a conflict. They count towards a raise only while the task
+    /// had all the workers it may have: a level it did not use is not shown to be safe.
     fn clean(&mut self, jobs: u32, share: usize) {
         let Some(lowered) = self.lowered else { return };
+        if self.running < self.limit(share) {
+            return;
+        }
         self.clean = self.clean.saturating_add(jobs);
         if self.clean < self.needed {
             return;
@@ -120,6 +137,7 @@ impl Busy {
     pub fn take(self: &Arc<Self>, task: &str, share: usize) -> Option<Taken> {
         let mut lanes = self.lanes();
         let lane = lanes.entry(task.to_owned()).or_default();
+        lane.forget_old_cut();
         if lane.running >= lane.limit(share) {
             return None;
         }
@@ -227,13 +245,22 @@ mod tests {
         assert_eq!(limit(&busy), 1);
         p.settle(1, 0);
         assert_eq!(limit(&busy), 2);
-        // Raises that hold come ever sooner, up to the share again.
+        // A raise the task does not use is not earned: one worker alone on a level of two.
+        for _ in 0..1000 {
+            p.settle(1, 0);
+        }
+        assert_eq!(limit(&busy), 2, "clean jobs below the limit raise nothing");
+        // Raises that hold, with every place in use, come ever sooner, up to the share.
+        let mut places = vec![p];
         let mut raises = Vec::new();
         for _ in 0..2000 {
-            p.settle(1, 0);
+            while let Some(more) = busy.take("a", 8) {
+                places.push(more);
+            }
+            places[0].settle(1, 0);
             raises.push(limit(&busy));
         }
         assert_eq!(limit(&busy), 8, "{raises:?}");
-        assert!(busy.concurrency(8).iter().all(|c| c.task != "a" || c.running == 1));
+        assert!(busy.concurrency(8).iter().all(|c| c.task != "a" || c.running == places.len()));
     }
 }

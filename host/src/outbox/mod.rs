@@ -164,6 +164,8 @@ impl Dispatcher {
         let mut warned = (id == 0).then(HashSet::new);
         let mut polls_since_check = UNROUTED_EVERY_POLLS;
         while !shutdown.is_cancelled() {
+            // Seen before the round looks: one arriving meanwhile ends the idle wait.
+            wake.borrow_and_update();
             let check_due = warned.is_some() && polls_since_check >= UNROUTED_EVERY_POLLS;
             let outcome = if self.topics.is_empty() && !check_due {
                 Ok(RoundOutcome::default())
