@@ -6,15 +6,13 @@
 //! (`executor::share`); the storm should finish within twice the serial time, every job
 //! done, every effect once.
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{ensure, Context};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::harness::fresh_database;
+use super::harness::{fresh_database, run_until};
 use crate::cluster::Cluster;
 use crate::{executor, host, plugin};
 
@@ -70,29 +68,10 @@ async fn run(host: &host::Host, admin: &tokio_postgres::Client, defaults: &execu
     let keys: Vec<String> = (0..jobs).map(|i| format!("k{i}")).collect();
     admin.execute("SELECT almanac.enqueue_many($1, $2, $3)", &[&TASK, &slot, &keys]).await?;
     let start: DateTime<Utc> = admin.query_one("SELECT clock_timestamp()", &[]).await?.get(0);
-    let stop = CancellationToken::new();
-    let (_wake, wake_rx) = watch::channel(0u64);
     let options = executor::Options { workers, task_workers: Some(workers), ..defaults.clone() };
-    let executor = tokio::spawn(executor::run(
-        host.pool.clone(),
-        host.logins.clone(),
-        host.loaded.clone(),
-        options,
-        Default::default(),
-        Default::default(),
-        wake_rx,
-        stop.clone(),
-    ));
     // Interrupted jobs wait out a short backoff as pending: done is when none is pending.
-    loop {
-        let pending: i64 = admin.query_one("SELECT count(*) FROM almanac.jobs WHERE task = $1 AND status = 'pending'", &[&TASK]).await?.get(0);
-        if pending == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    stop.cancel();
-    executor.await?;
+    let left = format!("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE task = '{TASK}' AND status = 'pending')");
+    run_until(host, options, admin, &left).await?;
     let row = admin
         .query_one(
             "SELECT (SELECT max(completed_at) FROM almanac.jobs WHERE task = $1),

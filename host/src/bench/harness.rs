@@ -199,6 +199,12 @@ pub(super) async fn run_floor(pool: &crate::db::Pool, workers: usize, batch: usi
 }
 
 pub(super) async fn run_almanac(host: &host::Host, options: executor::Options, admin: &tokio_postgres::Client) -> anyhow::Result<()> {
+    // Cheap through the partial index, so polling barely touches the measurement.
+    run_until(host, options, admin, "SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending' AND run_after <= now())").await
+}
+
+/// The executor on `host` until `left` (a query of one boolean) says no work is left.
+pub(super) async fn run_until(host: &host::Host, options: executor::Options, admin: &tokio_postgres::Client, left: &str) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     let (_wake, wake_rx) = watch::channel(0u64);
     let executor = tokio::spawn(executor::run(
@@ -211,9 +217,8 @@ pub(super) async fn run_almanac(host: &host::Host, options: executor::Options, a
         wake_rx,
         shutdown.clone(),
     ));
-    // Cheap through the partial index, so polling barely touches the measurement.
     loop {
-        let left: bool = admin.query_one("SELECT EXISTS (SELECT 1 FROM almanac.jobs WHERE status = 'pending' AND run_after <= now())", &[]).await?.get(0);
+        let left: bool = admin.query_one(left, &[]).await?.get(0);
         if !left {
             break;
         }

@@ -254,7 +254,10 @@ fn render(r: &Report) -> String {
         Some(a / f.max(1e-9))
     };
     let physical = |b: usize| r.almanac.iter().find(|x| x.batch == b).map(|a| a.jobs_per_second / r.pgbench.jobs_per_second);
-    target(format!("almanac at the default --batch (32, adaptive) >= 1.0 x the pgbench floor ({:.2})", physical(32).unwrap_or(f64::NAN)), physical(32).map(|x| x >= 1.0));
+    target(
+        format!("almanac at the default --batch (32, adaptive) >= 1.0 x the pgbench floor ({:.2})", physical(32).unwrap_or(f64::NAN)),
+        physical(32).map(|x| x >= 1.0),
+    );
     target(format!("almanac --batch 1 >= 1.0 x the pgbench floor ({:.2})", physical(1).unwrap_or(f64::NAN)), physical(1).map(|x| x >= 1.0));
     target(format!("almanac batch 32 >= 2.6 x the pgbench floor ({:.2})", physical(32).unwrap_or(f64::NAN)), physical(32).map(|x| x >= 2.6));
     for b in [1, 32] {
