@@ -217,13 +217,12 @@ impl Host {
         };
         tasks.spawn(scheduler::run(self.pool.clone(), self.logins.clone(), self.loaded.clone(), self.options.scheduler.clone(), shutdown.clone()));
         let busy = Arc::new(executor::share::Busy::default());
-        let (workers, task_workers) = (self.options.executor.workers, self.options.executor.task_workers);
         let beat = crate::hosts::Beat {
-            id: format!("{} pid {}", crate::db::hostname(), std::process::id()),
-            workers,
+            id: crate::db::this_host(),
+            workers: self.options.executor.workers,
             loaded: self.loaded.clone(),
             busy: busy.clone(),
-            share: Box::new(move |tasks| executor::share::per_task(workers, tasks, task_workers)),
+            task_workers: self.options.executor.task_workers,
         };
         tasks.spawn(crate::hosts::heartbeat(self.pool.clone(), beat, shutdown.clone()));
         let listening = executor::Options { listening: self.listen.is_some(), ..self.options.executor.clone() };

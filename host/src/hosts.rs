@@ -42,8 +42,8 @@ pub struct Beat {
     pub workers: usize,
     pub loaded: Arc<Loaded>,
     pub busy: Arc<Busy>,
-    /// A task's share of the workers ([`crate::executor::share::per_task`]).
-    pub share: Box<dyn Fn(usize) -> usize + Send + Sync>,
+    /// `--task-workers`, for each task's share ([`crate::executor::share::per_task`]).
+    pub task_workers: Option<usize>,
 }
 
 /// Say this host is alive every [`HEARTBEAT`] until `shutdown`, then take its row back.
@@ -75,7 +75,7 @@ async fn say(pool: &Pool, beat: &Beat, started: DateTime<Utc>) -> Result<(), Box
     let tasks = registry.tasks();
     let plugins: Vec<serde_json::Value> =
         tasks.iter().filter_map(|t| registry.get(t)).map(|p| serde_json::json!({"task": p.name(), "version": p.spec.version, "digest": p.digest})).collect();
-    let concurrency = beat.busy.concurrency((beat.share)(tasks.len()));
+    let concurrency = beat.busy.concurrency(crate::executor::share::per_task(beat.workers, tasks.len(), beat.task_workers));
     let busy: usize = concurrency.iter().map(|c| c.running).sum();
     let conn = pool.get().await?;
     let workers = i32::try_from(beat.workers).unwrap_or(i32::MAX);

@@ -144,3 +144,8 @@ pub fn quote_ident(name: &str) -> String {
 pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "unknown".into())
 }
+
+/// This process as the host tables name it (`almanac.claims`, `almanac.hosts`).
+pub fn this_host() -> String {
+    format!("{} pid {}", hostname(), std::process::id())
+}

@@ -165,8 +165,7 @@ pub async fn run(
     wake: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
-    let host = format!("{} pid {}", crate::db::hostname(), std::process::id());
-    let recorder = claims::Recorder::start(pool.clone(), host, shutdown.clone());
+    let recorder = claims::Recorder::start(pool.clone(), crate::db::this_host(), shutdown.clone());
     let (nudge, local) = watch::channel(0u64);
     let context = Arc::new(Context {
         loaded,
@@ -319,7 +318,6 @@ impl Worker {
                 if let (Some(place), None) = (&place, &one) {
                     let clean = outcome.jobs.len().saturating_sub(outcome.conflicts);
                     self.settled(place, &task, share, clean, outcome.conflicts);
-                    let options = &self.context.options;
                     let next = batch::next_size(size, options.batch, outcome.claimed, outcome.cut, outcome.conflicts);
                     sizes.insert(task.clone(), next);
                 }
@@ -351,8 +349,7 @@ impl Worker {
                     if one.is_none() {
                         sizes.insert(task.clone(), (size / 2).max(1));
                         if let Some(place) = &place {
-                            let conflict = matches!(&e, BatchError::Db(db) if db.code().is_some_and(|c| matches!(c.code(), "40001" | "40P01")));
-                            self.settled(place, &task, share, 0, usize::from(conflict));
+                            self.settled(place, &task, share, 0, usize::from(transient::conflict_of_batch(&e)));
                         }
                     }
                     drop(place);

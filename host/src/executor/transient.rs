@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use super::batch::BatchError;
-use crate::capability::db::{transient_sqlstate, Ending};
+use crate::capability::db::{conflict_sqlstate, transient_sqlstate, Ending};
 use crate::plugin::CallError;
 
 /// Interruptions a job may have before it fails, by default: at [`MAX`] apart, about
@@ -41,7 +41,13 @@ pub fn of_call(ending: &Ending, error: Option<&CallError>) -> bool {
 /// serialization failure): what lowers its task's concurrency ([`super::share`]), unlike
 /// a server that went away.
 pub fn conflict_of_call(ending: &Ending) -> bool {
-    ending.failure.as_ref().and_then(|f| f.sqlstate.as_deref()).is_some_and(|c| matches!(c, "40001" | "40P01"))
+    ending.failure.as_ref().and_then(|f| f.sqlstate.as_deref()).is_some_and(conflict_sqlstate)
+}
+
+/// Whether a batch that failed as a whole was ended by a conflict (a serialization
+/// failure at COMMIT, a deadlock on the host's own statements).
+pub fn conflict_of_batch(error: &BatchError) -> bool {
+    matches!(error, BatchError::Db(e) if e.code().is_some_and(|c| conflict_sqlstate(c.code())))
 }
 
 /// Whether a batch ended because the database dropped its connection.

@@ -22,7 +22,14 @@ pub use value::db_error;
 /// (class 08). The executor retries these on a budget of their own
 /// ([`crate::executor::transient`]).
 pub fn transient_sqlstate(code: &str) -> bool {
-    matches!(code, "40001" | "40P01" | "57P01" | "57P02" | "57P03") || code.starts_with("08")
+    conflict_sqlstate(code) || matches!(code, "57P01" | "57P02" | "57P03") || code.starts_with("08")
+}
+
+/// Whether an error is a job's conflict with another (a serialization failure, a
+/// deadlock): the transient errors that lower a task's concurrency
+/// ([`crate::executor::share`]), unlike a server that went away.
+pub fn conflict_sqlstate(code: &str) -> bool {
+    matches!(code, "40001" | "40P01")
 }
 
 // The WIT interfaces are implemented on the call's session itself (linked with
