@@ -2,7 +2,7 @@
 # Installs what a fresh machine lacks: the wasm32-wasip2 target, libclang (the pg_query
 # crate generates its libpg_query bindings with bindgen at build time) and the PostgreSQL
 # server binaries (only when no DATABASE_URL is given and none are installed); with
-# --need-browser, Debian's chromium for the dashboard's browser test; with
+# --need-browser, Debian's chromium and chromium-driver for the console's browser tests; with
 # --need-pgbouncer, Debian's pgbouncer for the connection-pooler test; with --need-node,
 # Node.js (Debian's nodejs and npm) and the `pg` package for the book's Node example (docs/src/guide/enqueue.md);
 # with --need-typescript, Node.js too and guest-sdk/typescript's npm packages (esbuild, componentize-js) for TypeScript plugins;
@@ -54,8 +54,12 @@ if [ -z "${DATABASE_URL:-}" ] || $need_server; then
     fi
 fi
 if $need_browser && ! command -v chromium >/dev/null 2>&1; then
-    echo "bootstrap: installing Chromium (Debian package chromium), which the dashboard's browser test drives" >&2
+    echo "bootstrap: installing Chromium (Debian package chromium), which the console's browser tests drive" >&2
     apt_install chromium
+fi
+if $need_browser && ! command -v chromedriver >/dev/null 2>&1; then
+    echo "bootstrap: installing ChromeDriver (Debian package chromium-driver): the console's tests click through WebDriver" >&2
+    apt_install chromium-driver
 fi
 if $need_pgbouncer && ! [ -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then
     echo "bootstrap: installing PgBouncer (Debian package pgbouncer), which the connection-pooler test runs" >&2

@@ -205,17 +205,22 @@ impl Host {
     /// Serve until `shutdown`, then let in-flight batches finish within the grace period.
     pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
         let (wake_tx, wake_rx) = watch::channel(0u64);
+        let (schedules_tx, schedules_rx) = watch::channel(0u64);
         let mut tasks = tokio::task::JoinSet::new();
-        // Without a listener the sender stays alive (idle workers then wait out their
+        // Without a listener the senders stay alive (idle workers then wait out their
         // poll interval instead of spinning on a closed channel).
         let _wake_tx = match &self.listen {
             Some(listen) => {
-                tasks.spawn(crate::wake::listen(listen.clone(), crate::wake::JOBS, wake_tx, shutdown.clone()));
+                // The executor wakes on new jobs and on a schedule's change (a task
+                // released); the scheduler on a schedule's change.
+                let routes = vec![(crate::wake::JOBS, wake_tx.clone()), (crate::wake::SCHEDULES, wake_tx), (crate::wake::SCHEDULES, schedules_tx)];
+                tasks.spawn(crate::wake::listen(listen.clone(), routes, shutdown.clone()));
                 None
             }
-            None => Some(wake_tx),
+            None => Some((wake_tx, schedules_tx)),
         };
-        tasks.spawn(scheduler::run(self.pool.clone(), self.logins.clone(), self.loaded.clone(), self.options.scheduler.clone(), shutdown.clone()));
+        let changes = self.listen.is_some().then_some(schedules_rx);
+        tasks.spawn(scheduler::run(self.pool.clone(), self.logins.clone(), self.loaded.clone(), self.options.scheduler.clone(), changes, shutdown.clone()));
         let busy = Arc::new(executor::share::Busy::default());
         let beat = crate::hosts::Beat {
             id: crate::db::this_host(),

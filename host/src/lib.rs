@@ -32,6 +32,7 @@ pub mod job;
 pub mod login;
 pub mod metrics;
 pub mod migrate;
+pub mod operators;
 pub mod outbox;
 pub mod plugin;
 pub mod scheduler;

@@ -1,6 +1,6 @@
-//! LISTEN/NOTIFY wake-ups: one dedicated connection per channel per process listens
-//! (the jobs and outbox insert triggers notify) and bumps a counter that idle workers
-//! wait on. Polling stays the fallback, so a lost notification only costs latency.
+//! LISTEN/NOTIFY wake-ups: a dedicated connection listens (the jobs, schedules and
+//! outbox triggers notify) and bumps a counter per channel that idle workers wait on.
+//! Polling stays the fallback, so a lost notification only costs latency.
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -12,14 +12,29 @@ use tokio_util::sync::CancellationToken;
 pub const JOBS: &str = "almanac_jobs";
 /// The channel the outbox insert trigger notifies (migrations/V3__outbox.sql).
 pub const OUTBOX: &str = "almanac_outbox";
+/// The channel a change to a schedule notifies (migrations/V28__schedules_notify.sql).
+pub const SCHEDULES: &str = "almanac_schedules";
 
-pub async fn listen(target: crate::db::Target, channel: &'static str, wake: watch::Sender<u64>, shutdown: CancellationToken) {
+/// Listen on each channel named in `routes`, bumping every counter routed from it; all
+/// of them once more whenever the listening (re)starts, for what arrived unheard.
+pub async fn listen(target: crate::db::Target, routes: Vec<(&'static str, watch::Sender<u64>)>, shutdown: CancellationToken) {
+    let mut channels: Vec<&str> = routes.iter().map(|(c, _)| *c).collect();
+    channels.sort_unstable();
+    channels.dedup();
+    let channel = channels.join(",");
+    let bump = |from: Option<&str>| {
+        for (c, wake) in &routes {
+            if from.is_none_or(|from| from == *c) {
+                wake.send_modify(|n| *n += 1);
+            }
+        }
+    };
     let mut delay = Duration::from_millis(200);
     while !shutdown.is_cancelled() {
         match target.connect().await {
             Ok((client, mut connection)) => {
                 let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
-                let listen = format!("LISTEN {channel}");
+                let listen: String = channels.iter().map(|c| format!("LISTEN {c};")).collect();
                 let mut subscribing = std::pin::pin!(client.batch_execute(&listen));
                 // The connection must be polled for LISTEN itself to complete.
                 let subscribed = loop {
@@ -32,13 +47,13 @@ pub async fn listen(target: crate::db::Target, channel: &'static str, wake: watc
                 if subscribed {
                     delay = Duration::from_millis(200);
                     // Rows may have arrived while nobody listened.
-                    wake.send_modify(|n| *n += 1);
+                    bump(None);
                     loop {
                         tokio::select! {
                             m = messages.next() => match m {
-                                Some(Ok(AsyncMessage::Notification(_))) => wake.send_modify(|n| *n += 1),
+                                Some(Ok(AsyncMessage::Notification(n))) => bump(Some(n.channel())),
                                 Some(Ok(_)) => {}
-                                Some(Err(e)) => { tracing::debug!(channel, "listener connection lost: {e}"); break; }
+                                Some(Err(e)) => { tracing::debug!(%channel, "listener connection lost: {e}"); break; }
                                 None => break,
                             },
                             _ = shutdown.cancelled() => return,
@@ -46,7 +61,7 @@ pub async fn listen(target: crate::db::Target, channel: &'static str, wake: watc
                     }
                 }
             }
-            Err(e) => tracing::debug!(channel, "listener cannot connect: {}", crate::db::error_chain(&e)),
+            Err(e) => tracing::debug!(%channel, "listener cannot connect: {}", crate::db::error_chain(&e)),
         }
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}

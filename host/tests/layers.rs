@@ -12,8 +12,9 @@ const LAYERS: &[&[&str]] = &[
     &["text", "tls"],
     // Time, connections, the WIT bindings, the calendar.
     &["backoff", "db", "bindings", "calendar", "job"],
-    // The private cluster, migrations, wake-ups; database roles and declared tables.
-    &["cluster", "migrate", "wake", "access", "clients"],
+    // The private cluster, migrations, wake-ups; database roles and declared tables; who
+    // may use the console.
+    &["cluster", "migrate", "wake", "access", "clients", "operators"],
     // What a task is; the outbox (a message's rules, the dispatcher and its sinks); plugin
     // logins (the sessions plugin SQL runs in, made as members of the tasks' roles).
     &["task", "outbox", "login"],

@@ -61,7 +61,7 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     let history = &report["history"];
     assert_eq!(history["done"], 20_000);
     for side in ["empty", "full"] {
-        for figure in ["batch1_jobs_per_second", "batch32_jobs_per_second", "claim_p99_ms", "status_max_ms", "overview_max_ms"] {
+        for figure in ["batch1_jobs_per_second", "batch32_jobs_per_second", "claim_p99_ms", "status_max_ms", "overview_max_ms", "calendar_max_ms"] {
             assert!(history[side][figure].as_f64().unwrap() > 0.0, "{side} {figure}");
         }
     }
@@ -77,6 +77,10 @@ fn the_benchmark_smoke_run_measures_and_verifies_everything() {
     let contention = &report["contention"];
     assert_eq!(contention["jobs"], 16, "{contention}");
     assert!(contention["serial_seconds"].as_f64().unwrap() > 0.0 && contention["storm_seconds"].as_f64().unwrap() > 0.0, "{contention}");
+    // The largest batch with and without clients loading the console, each run verified.
+    let pages = &report["pages"];
+    assert_eq!((pages["clients"].as_u64(), pages["batch"].as_u64()), (Some(4), Some(8)), "{pages}");
+    assert!(pages["page_loads"].as_u64().unwrap() > 0 && pages["loaded_jobs_per_second"].as_f64().unwrap() > 0.0, "{pages}");
     // One and two hosts on one database, each job verified done once, with its WAL.
     let scaling = &report["scaling"];
     assert!(scaling["floor_wal_bytes_per_job"].as_f64().unwrap() > 0.0);

@@ -9,6 +9,7 @@ mod calendar;
 mod catalogue;
 mod changes;
 mod confinement;
+mod console;
 mod contention;
 mod core;
 mod dependencies;

@@ -51,6 +51,9 @@ pub struct Options {
     pub idle: IdleOptions,
     /// Also measure a deadlock storm against serial execution ([`super::contention`]).
     pub contention: Option<ContentionOptions>,
+    /// Also measure the largest batch under this many clients loading the console's pages
+    /// ([`super::pages`]).
+    pub page_loads: Option<usize>,
 }
 
 /// The deadlock storm: fixture-crosslock's component, its jobs and their pause.

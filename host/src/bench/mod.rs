@@ -25,6 +25,7 @@ mod harness;
 mod history;
 pub mod idle;
 mod languages;
+pub mod pages;
 mod pgbench;
 pub mod scaling;
 
@@ -79,6 +80,8 @@ pub struct Report {
     pub languages: Vec<LanguageRun>,
     pub idle: Option<idle::IdleReport>,
     pub contention: Option<contention::ContentionReport>,
+    /// The largest batch with and without clients loading the console's pages.
+    pub pages: Option<pages::PagesReport>,
 }
 
 pub async fn run(options: Options) -> anyhow::Result<Report> {
@@ -132,6 +135,13 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
     let scaling = match options.hosts.is_empty() {
         true => None,
         false => Some(scaling::measure(&cluster, &url, &options, &host_options, &host, &plugin.digest).await?),
+    };
+    let pages = match options.page_loads {
+        Some(clients) => {
+            let exec = executor::Options { batch: options.batches.iter().copied().max().unwrap_or(32), ..host_options.executor.clone() };
+            Some(pages::measure(&host, &admin, &cluster, &options, exec, clients).await?)
+        }
+        None => None,
     };
     let plugin_overhead_us = overhead(&plugin, options.overhead_calls).await?;
     let (policy_parse_us, policy_cached_us) = statement_policy(options.overhead_calls * 10).await?;
@@ -190,6 +200,7 @@ pub async fn run(options: Options) -> anyhow::Result<Report> {
         languages,
         idle,
         contention,
+        pages,
     })
 }
 

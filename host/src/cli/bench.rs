@@ -47,8 +47,9 @@ pub struct BenchArgs {
     languages: Vec<PathBuf>,
     /// The numbers of idle hosts (real `almanac run` processes at their defaults) whose
     /// statements are counted from pg_stat_statements, each over --idle-window; with one
-    /// host, lone jobs are also timed from enqueue to claim. Empty: neither.
-    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    /// host, lone jobs are also timed from enqueue to claim. `--idle-hosts` with no number:
+    /// neither.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "1,4")]
     idle_hosts: Vec<usize>,
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     idle_window: std::time::Duration,
@@ -64,6 +65,10 @@ pub struct BenchArgs {
     contention_jobs: i64,
     #[arg(long, default_value_t = 0.1)]
     contention_pause: f64,
+    /// Also run the largest batch while this many clients load the console's pages
+    /// (overview, a calendar month), against the same run without them.
+    #[arg(long, value_name = "CLIENTS")]
+    page_loads: Option<usize>,
     /// A small, quick run that only checks the benchmark works (what CI runs).
     #[arg(long)]
     smoke: bool,
@@ -88,6 +93,7 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs, shutdown: tokio_ut
         languages: args.languages,
         idle: bench::IdleOptions { hosts: args.idle_hosts, window: args.idle_window, lone: args.lone_jobs },
         contention: args.contention.map(|plugin| bench::ContentionOptions { plugin, jobs: args.contention_jobs, pause: args.contention_pause }),
+        page_loads: args.page_loads,
     };
     if args.smoke {
         options = bench::Options {
@@ -100,8 +106,10 @@ pub async fn run(data_dir: &std::path::Path, args: BenchArgs, shutdown: tokio_ut
             enqueue: Some((2_000, 400)),
             history: Some(bench::HistoryOptions { done: 20_000, churn: 800, autovacuum_wait: std::time::Duration::ZERO }),
             hosts: vec![1, 2],
-            idle: bench::IdleOptions { hosts: vec![1], window: std::time::Duration::from_secs(3), lone: 10 },
+            // Past a heartbeat (10 s): an idle host may send nothing else that long.
+            idle: bench::IdleOptions { hosts: vec![1], window: std::time::Duration::from_secs(11), lone: 10 },
             contention: options.contention.map(|c| bench::ContentionOptions { jobs: 16, pause: 0.02, ..c }),
+            page_loads: Some(4),
             ..options
         };
     }
@@ -212,6 +220,19 @@ fn render(r: &Report) -> String {
             c.deadlocks
         ));
     }
+    if let Some(p) = &r.pages {
+        out.push_str(&format!(
+            "\nconsole page loads ({} clients, overview and calendar, as fast as they answer): --batch {} {:.0} jobs/s quiet, {:.0} loaded ({:.2}x); {:.0} page loads/s, p50 {:.1} ms, p99 {:.1} ms\n",
+            p.clients,
+            p.batch,
+            p.quiet_jobs_per_second,
+            p.loaded_jobs_per_second,
+            p.loaded_jobs_per_second / p.quiet_jobs_per_second,
+            p.page_loads_per_second,
+            p.page_p50_ms,
+            p.page_p99_ms
+        ));
+    }
     out.push_str(&format!("\nplugin overhead (instantiate + run + 2 host calls, no-op tx): {:.1} µs/job\n", r.plugin_overhead_us));
     out.push_str(&format!(
         "statement policy (libpg_query parse + tree walk, daily-points' statements): {:.1} µs uncached, {:.2} µs cached, per statement\n",
@@ -289,6 +310,12 @@ fn render(r: &Report) -> String {
     }
     let slowest = year.map(|h| h.full.status_max_ms.max(h.full.overview_max_ms));
     target(format!("status and /api/overview <= 100 ms with 10^7 done ({:.1} ms at most)", slowest.unwrap_or(f64::NAN)), slowest.map(|x| x <= 100.0));
+    let calendar = year.map(|h| h.full.calendar_max_ms);
+    target(format!("a task's calendar month <= 100 ms with 10^7 done ({:.1} ms at most)", calendar.unwrap_or(f64::NAN)), calendar.map(|x| x <= 100.0));
+    if let Some(p) = r.pages.as_ref().filter(|p| p.clients >= 50) {
+        let ratio = p.loaded_jobs_per_second / p.quiet_jobs_per_second;
+        target(format!("{} clients loading the console leave the workers >= 0.9 x their jobs/s ({ratio:.2})", p.clients), Some(ratio >= 0.9));
+    }
     if let Some(c) = &r.contention {
         let ratio = c.storm_seconds / c.serial_seconds;
         target(format!("a deadlock storm on {} workers within 2 x its serial time ({ratio:.2})", c.workers), Some(ratio <= 2.0));
@@ -387,7 +414,7 @@ history: {} done jobs over 365 daily slots and {} pending not yet due (filled in
 ",
         "", "EMPTY", "HISTORY", "RATIO"
     ));
-    let rows: [(&str, f64, f64); 8] = [
+    let rows: [(&str, f64, f64); 10] = [
         ("jobs/s --batch 1", h.empty.batch1_jobs_per_second, h.full.batch1_jobs_per_second),
         ("jobs/s --batch 32", h.empty.batch32_jobs_per_second, h.full.batch32_jobs_per_second),
         ("claim p50 ms", h.empty.claim_p50_ms, h.full.claim_p50_ms),
@@ -396,6 +423,8 @@ history: {} done jobs over 365 daily slots and {} pending not yet due (filled in
         ("status max ms", h.empty.status_max_ms, h.full.status_max_ms),
         ("/api/overview p50 ms", h.empty.overview_p50_ms, h.full.overview_p50_ms),
         ("/api/overview max ms", h.empty.overview_max_ms, h.full.overview_max_ms),
+        ("/api/calendar p50 ms", h.empty.calendar_p50_ms, h.full.calendar_p50_ms),
+        ("/api/calendar max ms", h.empty.calendar_max_ms, h.full.calendar_max_ms),
     ];
     for (name, empty, full) in rows {
         out.push_str(&format!(

@@ -21,7 +21,7 @@ pub struct ChangesArgs {
 
 pub async fn run(database: &super::database::Database, args: ChangesArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
-    let rows = operate::changes(&client, args.task.as_deref(), args.topic.as_deref(), args.limit).await?;
+    let rows = operate::changes(&client, args.task.as_deref(), args.topic.as_deref(), None, args.limit).await?;
     if args.json {
         for change in rows {
             println!("{}", serde_json::to_string(&change)?);

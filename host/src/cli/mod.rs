@@ -20,6 +20,7 @@ mod resume;
 mod run;
 mod schedule;
 mod status;
+mod tokens;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -108,6 +109,9 @@ enum Command {
     Plugins,
     /// The plugins' database logins; `logins rotate [TASK]` gives them new passwords.
     Logins(logins::LoginsArgs),
+    /// Who may sign in to the console of `run --listen` and call its JSON API:
+    /// `token create --name NAME --role ROLE`, `token list`, `token revoke NAME`.
+    Token(tokens::TokenArgs),
     /// Which roles may enqueue into which tasks; `clients allow ROLE TASK`, `clients revoke ROLE TASK`.
     Clients(clients::ClientsArgs),
     /// Preview a schedule's slots in local and UTC time.
@@ -293,6 +297,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             let database = almanac_db().await?;
             return logins::run(&database, args).await;
         }
+        Command::Token(args) => return tokens::run(&almanac_db().await?, args).await,
         Command::Clients(args) => {
             let database = almanac_db().await?;
             return clients::run(&database, args).await;

@@ -40,6 +40,21 @@ pub struct RunArgs {
     /// address, e.g. 127.0.0.1:9187.
     #[arg(long, value_name = "ADDR")]
     listen: Option<std::net::SocketAddr>,
+    /// Who may use the console and the JSON API of --listen: `token` (sign in with a
+    /// token from `almanac token create`; Bearer for the API and /metrics), `header`
+    /// (an authenticating proxy names the user in --trusted-header) or `none` (anyone
+    /// views, a token signs in to act; loopback only) [default: none on a loopback
+    /// address, token otherwise].
+    #[arg(long, value_enum, value_name = "HOW")]
+    sign_in: Option<almanac::http::auth::SignIn>,
+    /// The header an authenticating proxy (oauth2-proxy) names the user in, e.g.
+    /// X-Forwarded-Email; the user is the token of that name, with its role. Only for a
+    /// listener nothing but the proxy can reach.
+    #[arg(long, value_name = "NAME")]
+    trusted_header: Option<String>,
+    /// The console takes no action, whoever asks.
+    #[arg(long)]
+    read_only: bool,
     /// Load the plugins folder once at start; do not watch it for new or changed files.
     #[arg(long)]
     no_watch: bool,
@@ -85,7 +100,9 @@ pub struct RunArgs {
     /// Longest retry delay.
     #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
     retry_max: Duration,
-    /// Idle polling interval (notifications wake workers sooner).
+    /// Without LISTEN, how often idle workers poll. With it (notifications wake them, and
+    /// the next retry's or slot's time is asked), how often a task whose jobs are due but
+    /// not claimable is looked at (another host runs them, they wait for `after`).
     #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
     poll_interval: Duration,
     /// How often schedules are checked for due slots.
@@ -181,7 +198,11 @@ pub async fn run(
     let mut options = args.host_options(data_dir);
     options.pooled = pooled;
     options.direct_url = direct_url;
-    let observed = almanac::http::Observed::new(options.metrics.clone());
+    let loopback = args.listen.is_none_or(|a| a.ip().is_loopback());
+    let default = if loopback { almanac::http::auth::SignIn::None } else { almanac::http::auth::SignIn::Token };
+    let access =
+        almanac::http::auth::Access { sign_in: args.sign_in.unwrap_or(default), trusted_header: args.trusted_header.clone(), read_only: args.read_only };
+    let observed = almanac::http::Observed::new(options.metrics.clone(), access);
     if let Some(addr) = args.listen {
         almanac::http::bind(addr, observed.clone(), shutdown.clone()).await?;
     }

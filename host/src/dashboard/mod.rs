@@ -1,14 +1,20 @@
-//! The dashboard (`/` on `almanac run --listen`): a read-only page that fetches
-//! [`overview`] as JSON every few seconds and draws it. One file, no build step, no CDN.
+//! The console (`/` on `almanac run --listen`): a page that fetches [`overview`] as JSON
+//! every few seconds and draws it, with the actions the signed-in operator may take
+//! beside what they act on (`http::actions`). Three files, no build step, no CDN; its
+//! script is a file of its own, so the Content-Security-Policy allows no inline script.
 //!
 //! Cost: the per-task counts are `almanac status`'s query, which reads every job row; the
 //! rest reads indexes. It runs only while somebody has the page open.
-use axum::response::Html;
+use axum::http::header;
+use axum::response::{Html, IntoResponse};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_postgres::Client;
 
 use crate::db::Sql;
+
+pub mod calendar;
+pub mod jobs;
 use crate::plugin::Registry;
 use crate::status::TaskStatus;
 
@@ -22,8 +28,19 @@ const DEAD_SHOWN: i64 = 10;
 /// Refused deploys shown, current ones first (of how many there are).
 const REFUSED_SHOWN: i64 = 50;
 
+/// The sign-in page (`http::signin` puts its message in).
+pub const LOGIN: &str = include_str!("login.html");
+
 pub async fn page() -> Html<&'static str> {
     Html(include_str!("page.html"))
+}
+
+pub async fn script() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], include_str!("app.js"))
+}
+
+pub async fn style() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], include_str!("app.css"))
 }
 
 /// Everything the page shows.
@@ -35,6 +52,8 @@ pub struct Overview {
     pub topics: Vec<Topic>,
     pub dead_messages: Vec<crate::outbox::operate::MessageRow>,
     pub plugins: Vec<LoadedPlugin>,
+    /// Every host on record, live ones first.
+    pub hosts: Vec<crate::hosts::HostRow>,
     /// Plugin files a host refused (on any host), with why and what serves instead.
     pub refused_deploys: Vec<crate::catalog::refused::RefusedDeploy>,
     /// How many there are in all, shown or not.
@@ -90,7 +109,7 @@ pub struct LoadedPlugin {
 }
 
 pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, tokio_postgres::Error> {
-    let ((statuses, failures, topics, dead_messages, outside_partitions), (refused_deploys, refused_deploys_total)) = futures_util::future::try_join(
+    let ((statuses, failures, topics, dead_messages, outside_partitions), (refused_deploys, refused_deploys_total), hosts) = futures_util::future::try_join3(
         futures_util::future::try_join5(
             crate::status::report(client),
             client.rows(FAILURES, &[&FAILURES_SHOWN]),
@@ -99,6 +118,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
             crate::history::outside(client),
         ),
         crate::catalog::refused::list(client, Some(REFUSED_SHOWN)),
+        crate::hosts::list(client),
     )
     .await?;
     Ok(Overview {
@@ -134,6 +154,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
             .iter()
             .map(|p| LoadedPlugin { task: p.name().to_owned(), version: p.spec.version.clone(), digest: p.digest.clone(), file: p.path.display().to_string() })
             .collect(),
+        hosts,
         refused_deploys,
         refused_deploys_total,
         outside_partitions,

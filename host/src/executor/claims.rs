@@ -253,9 +253,27 @@ pub struct SweepGate {
     /// Backends with a batch this host has not settled, and how many hold each (through
     /// a pooler one server backend serves the next client as soon as a batch commits).
     running: std::sync::Mutex<HashMap<Backend, usize>>,
+    /// When this host last claimed a job or saw one due ([`sweep_loop`]).
+    worked: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Held exclusively by a sweep from before it reads `running` until it ends, and
+    /// shared by [`Hold::hold`]: a batch held after the sweep read `running` is recorded
+    /// only after the sweep, so the sweep cannot see its claim without its hold. (Read
+    /// first and judged a few ms later on a loaded machine, the sweep took a batch whose
+    /// connection was cut meanwhile for a crash: a second attempt; tests/e2e/reliability.rs,
+    /// once in CI.)
+    sweeping: tokio::sync::RwLock<()>,
 }
 
 impl SweepGate {
+    /// This host claimed jobs, or saw jobs due that another may be running.
+    pub fn worked(&self) {
+        *self.worked.lock().expect("sweep gate") = Some(std::time::Instant::now());
+    }
+
+    fn worked_within(&self, within: std::time::Duration) -> bool {
+        self.worked.lock().expect("sweep gate").is_some_and(|at| at.elapsed() < within)
+    }
+
     fn running(&self) -> Vec<Backend> {
         self.running.lock().expect("sweep gate").keys().copied().collect()
     }
@@ -279,8 +297,11 @@ impl Hold {
         Hold { gate, backend: None }
     }
 
-    pub fn hold(&mut self, backend: Backend) {
+    /// Hold `backend`'s batch: call before its claim is recorded (waits for a sweep in
+    /// progress to end).
+    pub async fn hold(&mut self, backend: Backend) {
         self.release();
+        let _shared = self.gate.sweeping.read().await;
         *self.gate.running.lock().expect("sweep gate").entry(backend).or_default() += 1;
         self.backend = Some(backend);
     }
@@ -328,6 +349,7 @@ pub async fn sweep_since(pool: &Pool, budgets: Budgets, gate: &SweepGate, since:
     let mut tries = 0;
     let swept = loop {
         let Ok(conn) = crate::db::connect(pool, shutdown).await else { return };
+        let _exclusive = gate.sweeping.write().await;
         match sweep(&**conn, budgets, &gate.running()).await {
             Err(e) if e.as_db_error().is_none() && tries < 3 => {
                 tries += 1;
@@ -364,14 +386,23 @@ pub async fn sweep_since(pool: &Pool, budgets: Budgets, gate: &SweepGate, since:
     }
 }
 
-/// Sweep every `every` until `shutdown` (the executor sweeps once itself before its
-/// workers claim anything, so a host restarting after a crash counts it first).
+/// An idle host sweeps this often: an orphan's jobs matter once they are pending, and
+/// then a host sees them due ([`SweepGate::worked`]) and sweeps every `every` again.
+const IDLE_SWEEP: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Sweep every `every` while this host works, every [`IDLE_SWEEP`] while it is idle,
+/// until `shutdown` (the executor sweeps once itself before its workers claim anything,
+/// so a host restarting after a crash counts it first).
 pub async fn sweep_loop(pool: Pool, every: std::time::Duration, budgets: Budgets, gate: std::sync::Arc<SweepGate>, shutdown: CancellationToken) {
+    let mut swept = std::time::Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = shutdown.cancelled() => return,
         }
-        sweep_once(&pool, budgets, &gate, &shutdown).await;
+        if gate.worked_within(IDLE_SWEEP) || swept.elapsed() >= IDLE_SWEEP {
+            sweep_once(&pool, budgets, &gate, &shutdown).await;
+            swept = std::time::Instant::now();
+        }
     }
 }

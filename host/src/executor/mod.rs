@@ -9,7 +9,6 @@
 //! A crash anywhere before COMMIT rolls back the plugin's writes and the done mark
 //! together, and releases the row locks: the jobs are simply pending again.
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,6 +28,7 @@ use crate::plugin::{CallError, Loaded};
 
 mod batch;
 pub mod claims;
+mod idle;
 pub mod operate;
 mod record;
 pub mod share;
@@ -61,10 +61,9 @@ pub struct Options {
     pub retry_max: Duration,
     /// Polling interval when idle and no notification arrives. Defaults to 1 s.
     pub poll_interval: Duration,
-    /// A LISTEN connection wakes idle workers: only the first polls every
-    /// `poll_interval` (and wakes the others when its poll finds jobs a notification
-    /// did not announce); the others poll every 30 of them. Defaults to false (every
-    /// worker polls).
+    /// A LISTEN connection wakes idle workers: only one of them looks without a
+    /// notification, at when the database says the next job comes due ([`idle`]).
+    /// Defaults to false (every worker polls every `poll_interval`).
     pub listening: bool,
     /// A job whose host (or connection) ended this many times while running it is
     /// failed without running again, so it cannot take down host after host.
@@ -149,7 +148,7 @@ pub struct Context {
     /// Wakes the idle workers: every notification, a poll that found jobs, a task's
     /// concurrency raised.
     pub nudge: watch::Sender<u64>,
-    /// Taken by the idle worker that polls every `poll_interval` ([`Options::listening`]).
+    /// Taken by the idle worker that looks without a notification ([`idle::wait`]).
     pub poller: std::sync::atomic::AtomicBool,
 }
 
@@ -225,9 +224,7 @@ impl Worker {
         let mut tasks = registry.tasks();
         // Jobs a crash marked, each to run alone in a batch of its own.
         let mut alone = std::collections::VecDeque::new();
-        // Tasks whose last claim found nothing, until when they are not asked again (a
-        // notification clears them all).
-        let mut quiet: HashMap<String, Instant> = HashMap::new();
+        let mut quiet = idle::Quiet::default();
         // Worker i starts its round at task i, so workers spread over the tasks.
         let mut next = self.id;
         // The next claim's size for each task (batch::next_size).
@@ -260,22 +257,22 @@ impl Worker {
                 Some((task, _, _)) => Some((task.clone(), None)),
                 None => {
                     let at = Instant::now();
-                    let open: Vec<&String> = tasks.iter().filter(|t| quiet.get(*t).is_none_or(|until| *until <= at)).collect();
+                    let open: Vec<&String> = tasks.iter().filter(|t| quiet.open(t, at)).collect();
                     next = next.wrapping_add(1);
                     // The first task, in turn from this worker's place, with room for it.
                     (0..open.len()).map(|i| open[(next + i) % open.len()]).find_map(|t| self.context.busy.take(t, share).map(|p| (t.clone(), Some(p))))
                 }
             };
             let Some((task, place)) = taken else {
-                // With LISTEN on, one idle worker at a time polls every poll_interval (for
-                // retries coming due, a lost notification); the others every 30.
-                let poller = !options.listening || self.context.poller.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok();
-                let max = if poller { options.poll_interval } else { options.poll_interval * 30 };
-                polled = !crate::wake::idle(&mut wake, &mut idle, max, &shutdown).await;
-                if poller && options.listening {
-                    self.context.poller.store(false, Ordering::Release);
-                }
-                quiet.clear();
+                let waiting = idle::Waiting {
+                    listening: options.listening,
+                    poll_interval: options.poll_interval,
+                    poller: &self.context.poller,
+                    loaded: &self.context.loaded,
+                    sweeping: &self.context.sweeping,
+                    pool: &self.pool,
+                };
+                polled = idle::wait(&waiting, &tasks, &mut quiet, &mut wake, &mut idle, &shutdown).await;
                 continue;
             };
             // The session of this worker's last task serves again; another task's goes
@@ -288,7 +285,7 @@ impl Worker {
                     Ok(opened) => session = Some(opened),
                     Err(e) => {
                         tracing::warn!(worker = self.id, task = %task, "cannot open a session of the task's login, retrying: {e}");
-                        quiet.insert(task, Instant::now() + self.context.options.poll_interval);
+                        quiet.rest(task, self.context.options.poll_interval);
                         if shutdown.is_cancelled() {
                             return;
                         }
@@ -331,6 +328,7 @@ impl Worker {
                     }
                 }
                 Ok(outcome) if outcome.claimed > 0 || !alone.is_empty() => {
+                    self.context.sweeping.worked();
                     // Jobs no notification announced (retries come due, a lost
                     // notification): the other workers may be asleep.
                     if std::mem::take(&mut polled) {
@@ -339,7 +337,7 @@ impl Worker {
                     idle = Duration::from_millis(10);
                 }
                 Ok(_) => {
-                    quiet.insert(task, Instant::now() + self.context.options.poll_interval);
+                    quiet.rest(task, self.context.options.poll_interval);
                 }
                 Err(e) => {
                     tracing::warn!(worker = self.id, task = %task, "worker lost its database connection, reconnecting: {}", crate::db::error_chain(&e));
@@ -522,7 +520,7 @@ pub async fn run_batch(
         return Ok(outcome);
     };
     let held = |rows: &[Claimed]| rows.iter().map(|r| claims::Held { task: r.task.clone(), slot: r.slot, key: r.key.clone(), attempts: r.attempts }).collect();
-    hold.hold(*backend);
+    hold.hold(*backend).await;
     if let Err(e) = context.recorder.record(*backend, held(&rows)).await {
         return Err(BatchError::ConnectionLost(e.to_string()));
     }

@@ -30,6 +30,25 @@ pub struct JobRow {
     pub run_after: DateTime<Utc>,
     pub completed_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
+    pub period: Option<String>,
+}
+
+impl JobRow {
+    /// A row of `jobs.sql`'s columns (the console's lists read the same ones).
+    pub fn from_row(r: &tokio_postgres::Row) -> JobRow {
+        JobRow {
+            task: r.get(0),
+            slot: r.get(1),
+            key: r.get(2),
+            status: r.get(3),
+            attempts: r.get(4),
+            retries: r.get(5),
+            run_after: r.get(6),
+            completed_at: r.get(7),
+            last_error: r.get(8),
+            period: r.get(9),
+        }
+    }
 }
 
 /// Which jobs `almanac jobs` lists.
@@ -43,27 +62,17 @@ pub struct JobFilter<'a> {
 
 pub async fn jobs(client: &Client, filter: JobFilter<'_>, limit: i64) -> Result<Vec<JobRow>, tokio_postgres::Error> {
     let JobFilter { status, task, key, key_prefix } = filter;
-    Ok(client
-        .rows(JOBS, &[&status, &task, &limit, &key, &key_prefix])
-        .await?
-        .iter()
-        .map(|r| JobRow {
-            task: r.get(0),
-            slot: r.get(1),
-            key: r.get(2),
-            status: r.get(3),
-            attempts: r.get(4),
-            retries: r.get(5),
-            run_after: r.get(6),
-            completed_at: r.get(7),
-            last_error: r.get(8),
-        })
-        .collect())
+    Ok(client.rows(JOBS, &[&status, &task, &limit, &key, &key_prefix]).await?.iter().map(JobRow::from_row).collect())
 }
 
 /// Failed jobs of `task` (optionally one slot / key) back to pending; returns how many.
 pub async fn retry(client: &Client, task: &str, slot: Option<DateTime<Utc>>, key: Option<&str>, origin: &str) -> Result<u64, tokio_postgres::Error> {
-    Ok(client.one(RETRY, &[&task, &slot, &key, &origin]).await?.get::<_, i64>(0) as u64)
+    let retried = client.one(RETRY, &[&task, &slot, &key, &origin]).await?.get::<_, i64>(0) as u64;
+    if retried > 0 {
+        // Idle hosts sleep until a notification or their next job's time (executor::idle).
+        client.exec("SELECT pg_notify($1, '')", &[&crate::wake::JOBS]).await?;
+    }
+    Ok(retried)
 }
 
 /// Mark pending or failed jobs of `task` (optionally one slot / key) as discarded, so

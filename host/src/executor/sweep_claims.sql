@@ -3,7 +3,8 @@
 -- without an outcome. Why tells what that was (almanac.server_incarnation() is a token
 -- crash recovery empties, then the postmaster's start):
 -- - `restart`: made on another postmaster (a restart, a failover), or its host saw the
---   database drop the connection while the server ran on (`dropped`): an interruption,
+--   database drop the connection, or cancel one of the batch's own statements, while
+--   the server ran on (`interrupted`, executor/transient.rs): an interruption,
 --   counted on the job's own budget ($1 transients before it fails) and never as a
 --   crash or an attempt;
 -- - `server`: the same postmaster, another token: the server crashed (a backend died,
@@ -31,12 +32,21 @@ WITH server AS (
                    WHEN c.interrupted THEN 'restart'
                    ELSE 'host' END AS why
 ), crashed AS (
-    -- The claims a server crash ended, and which of them was a suspect running alone.
+    -- The claims a server crash ended while their batches ran, and which of them was a
+    -- suspect running alone. A claim row outlives its batch (the next batch on the
+    -- connection overwrites it): one whose jobs are no longer pending with the attempts
+    -- it claimed had committed, and ran nothing when the server went down. Counted, a
+    -- marked innocent done alone long before the crash passed for a suspect, and its
+    -- task was charged and held beside the bomb's (tests/e2e/server_crash.rs, once in CI).
     SELECT o.tasks,
            cardinality(o.keys) = 1 AND EXISTS (SELECT 1 FROM almanac.jobs j
-                                               WHERE (j.task, j.slot, j.key) = (o.tasks[1], o.slots[1], o.keys[1]) AND j.crashes >= 1) AS suspect
+                                               WHERE (j.task, j.slot, j.key) = (o.tasks[1], o.slots[1], o.keys[1])
+                                                 AND j.status = 'pending' AND j.attempts = o.attempts[1] AND j.crashes >= 1) AS suspect
     FROM orphaned o
     WHERE o.why = 'server'
+      AND EXISTS (SELECT 1 FROM unnest(o.tasks, o.slots, o.keys, o.attempts) AS k(task, slot, key, attempts)
+                  JOIN almanac.jobs j ON (j.task, j.slot, j.key) = (k.task, k.slot, k.key)
+                  WHERE j.status = 'pending' AND j.attempts = k.attempts)
 ), charged AS (
     -- A server crash is charged to the tasks that had jobs running when it happened
     -- (migrations/V20__crash_charges.sql), once per task per crash: to a suspect's alone
@@ -78,7 +88,7 @@ WITH server AS (
         status = CASE WHEN l.interrupted AND j.transients + 1 > $1 THEN 'failed' ELSE j.status END,
         completed_at = CASE WHEN l.interrupted AND j.transients + 1 > $1 THEN now() END,
         last_error = CASE
-            WHEN l.interrupted THEN format('interrupted: the database server or the connection went away while the job ran (%s, claimed at %s)', l.host, l.claimed_at)
+            WHEN l.interrupted THEN format('interrupted: the database ended the batch while the job ran (a restart, a failover, a dropped connection, a late cancel; %s, claimed at %s)', l.host, l.claimed_at)
             WHEN l.why = 'server' AND l.counted THEN format('the database server crashed while the job ran alone (%s, claimed at %s)', l.host, l.claimed_at)
             WHEN l.why = 'server' THEN format('the database server crashed while the job ran (%s, claimed at %s); it runs alone from now on', l.host, l.claimed_at)
             WHEN l.counted THEN format('the host running it ended before the job did (%s, claimed at %s)', l.host, l.claimed_at)
@@ -91,7 +101,11 @@ WITH server AS (
     INSERT INTO almanac.job_counts (task, month, pending, failed)
     SELECT h.task, date_trunc('month', h.slot, 'UTC'), -count(*), count(*) FROM hit h WHERE h.status = 'failed' GROUP BY 1, 2
 ), noted AS (
-    -- Claims may go on (migrations/V14__server_crashes.sql).
+    -- Claims may go on (migrations/V14__server_crashes.sql). Written every sweep, even
+    -- when it does not change: the row lock makes the hosts' sweeps take turns. Written
+    -- only on a change, two hosts swept side by side, and an innocent task was charged
+    -- with the crashes its neighbour's suspect caused, and held
+    -- (tests/e2e/server_crash.rs, 2 runs in 3).
     UPDATE almanac.swept SET incarnation = (SELECT incarnation FROM server)
 ), recorded AS (
     INSERT INTO almanac.attempts (task, slot, key, attempt, error, plugin_digest, kind)

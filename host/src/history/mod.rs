@@ -89,7 +89,7 @@ impl Upkeep {
 }
 
 /// How often an executor asks where its claims look from.
-const FLOOR_EVERY: Duration = Duration::from_secs(5);
+pub const FLOOR_EVERY: Duration = Duration::from_secs(5);
 
 /// Where an executor's claims look from: the start of the oldest month partition that
 /// may hold a pending job (`almanac.claim_floor()`: last month, or an older one that

@@ -139,7 +139,7 @@ impl Dispatcher {
         } else {
             if let Some(listen) = listen {
                 if let Some(tx) = wake_tx.take() {
-                    running.spawn(crate::wake::listen(listen, crate::wake::OUTBOX, tx, shutdown.clone()));
+                    running.spawn(crate::wake::listen(listen, vec![(crate::wake::OUTBOX, tx)], shutdown.clone()));
                 }
             }
             this.options.workers.max(1)

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::db::{Conn, Pool};
 use chrono::{DateTime, Utc};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::calendar::{Schedule, Slot};
@@ -36,6 +37,7 @@ const READ_APPLIED: &str = include_str!("read_applied.sql");
 const PERIOD: &str = include_str!("period.sql");
 const ADD_JOBS: &str = include_str!("add_jobs.sql");
 const MARK_EMPTY: &str = include_str!("mark_empty.sql");
+const SCHEDULE_EXISTS: &str = include_str!("schedule_exists.sql");
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]
@@ -91,6 +93,9 @@ pub struct TickOutcome {
     pub planned: u64,
     /// The batch bound stopped the tick early: tick again now.
     pub more: bool,
+    /// From the database's now to the start of the next slot after the cursor (None:
+    /// nothing to generate until the schedule changes: paused, on demand, suspended).
+    pub next: Option<chrono::Duration>,
 }
 
 impl TickOutcome {
@@ -195,7 +200,10 @@ async fn generate(conn: &Arc<Conn>, planner: &mut Planner<'_>, plugin: &Plugin, 
     // An on-demand task has nothing to generate; its record is read for its settings.
     let read = if spec.schedule.is_some() { LOCK_SCHEDULE } else { READ_APPLIED };
     let Some(row) = conn.opt(read, &[&spec.name]).await? else {
-        return Ok(TickOutcome::default());
+        // Another scheduler is generating: look again at the next tick, in case that one
+        // dies before it finishes. (No row at all, forgotten: a change brings it back.)
+        let locked = conn.opt(SCHEDULE_EXISTS, &[&spec.name]).await?.is_some();
+        return Ok(TickOutcome { next: locked.then(chrono::Duration::zero), ..TickOutcome::default() });
     };
     // Generate by the stored schedule, whatever this host's file says (applied::register
     // kept a host whose file disagrees from serving the task at all).
@@ -212,7 +220,8 @@ async fn generate(conn: &Arc<Conn>, planner: &mut Planner<'_>, plugin: &Plugin, 
         return Ok(TickOutcome::default());
     }
     let due = schedule.slots_after(cursor).take_while(|s| s.start <= now);
-    let (outcome, last) = generate_slots(conn, planner, plugin, &applied, schedule, due, Some(now), options).await?;
+    let (mut outcome, last) = generate_slots(conn, planner, plugin, &applied, schedule, due, Some(now), options).await?;
+    outcome.next = schedule.slots_after(last.unwrap_or(cursor)).next().map(|slot| slot.start - now);
     if let Some(last) = last {
         conn.exec(ADVANCE_CURSOR, &[&spec.name, &last]).await?;
         tracing::info!(task = %spec.name, generated = outcome.generated, skipped = outcome.skipped, jobs = outcome.jobs, through = %last, "slots generated");
@@ -395,8 +404,22 @@ async fn plan_slot(
 const RETRY_FIRST: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
 
-pub async fn run(pool: Pool, logins: Arc<Logins>, loaded: Arc<Loaded>, options: Options, shutdown: CancellationToken) {
+/// With LISTEN on (`changes`), an idle scheduler looks at a task again at its next slot,
+/// when a schedule changes, or after this long at the latest (a lost notification, the
+/// published calendar's refresh).
+const LONGEST_REST: Duration = Duration::from_secs(60);
+
+pub async fn run(
+    pool: Pool,
+    logins: Arc<Logins>,
+    loaded: Arc<Loaded>,
+    options: Options,
+    mut changes: Option<watch::Receiver<u64>>,
+    shutdown: CancellationToken,
+) {
     let mut backoff: HashMap<String, (Instant, Duration)> = HashMap::new();
+    // When each task is looked at next (absent: now); kept only with `changes`.
+    let mut next: HashMap<String, Instant> = HashMap::new();
     let mut upkeep = crate::history::Upkeep::default();
     // After a lost connection: a pooler answers a client's connect at once and fails its
     // first statement while the server is away (PgBouncer's server_login_retry), so an
@@ -416,13 +439,19 @@ pub async fn run(pool: Pool, logins: Arc<Logins>, loaded: Arc<Loaded>, options: 
             if shutdown.is_cancelled() {
                 return;
             }
-            if backoff.get(&name).is_some_and(|(until, _)| Instant::now() < *until) {
+            if backoff.get(&name).is_some_and(|(until, _)| Instant::now() < *until) || next.get(&name).is_some_and(|at| Instant::now() < *at) {
                 continue;
             }
+            // The next slot is as far from the tick's start as the database said.
+            let started = Instant::now();
             match tick(&conn, &logins, plugin, &options).await {
                 Ok(outcome) => {
                     backoff.remove(&name);
                     more |= outcome.more;
+                    if changes.is_some() && !outcome.more {
+                        let rest = outcome.next.and_then(|d| d.to_std().ok()).map_or(LONGEST_REST, |d| d.min(LONGEST_REST));
+                        next.insert(name, started + rest);
+                    }
                 }
                 Err(SchedulerError::Login(e)) if e.transient() => {
                     tracing::warn!(task = %name, "scheduler cannot open the task's session: {e}");
@@ -462,6 +491,63 @@ pub async fn run(pool: Pool, logins: Arc<Logins>, loaded: Arc<Loaded>, options: 
         tokio::select! {
             _ = tokio::time::sleep(options.tick) => {}
             _ = shutdown.cancelled() => {}
+        }
+        if let Some(changes) = &mut changes {
+            rest(changes, &loaded, &registry, &mut next, &backoff, options.tick, &shutdown).await;
+        }
+    }
+}
+
+/// Until the first task is due (or backs off no longer), a schedule changes, or the
+/// plugins are reloaded, suspended or resumed; watching only this host's clock and
+/// registry meanwhile, so an idle scheduler sends the database nothing.
+async fn rest(
+    changes: &mut watch::Receiver<u64>,
+    loaded: &Loaded,
+    registry: &Arc<crate::plugin::Registry>,
+    next: &mut HashMap<String, Instant>,
+    backoff: &HashMap<String, (Instant, Duration)>,
+    step: Duration,
+    shutdown: &CancellationToken,
+) {
+    let suspensions = registry.suspensions();
+    let until = registry
+        .iter()
+        .map(|p| next.get(p.name()).copied().unwrap_or_else(Instant::now))
+        .chain(backoff.values().map(|(until, _)| *until))
+        .min()
+        .unwrap_or_else(|| Instant::now() + LONGEST_REST);
+    loop {
+        match changes.has_changed() {
+            Ok(true) => {
+                // Seen before the next round looks: one arriving during it wakes the next.
+                changes.borrow_and_update();
+                next.clear();
+                return;
+            }
+            Ok(false) => {}
+            // The listener is gone (shutting down): tick by the clock.
+            Err(_) => return,
+        }
+        let now = loaded.load_full();
+        if !Arc::ptr_eq(&now, registry) || now.suspensions() != suspensions {
+            next.clear();
+            return;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        tokio::select! {
+            // A change (marked seen by `changed`, as above) or the listener gone.
+            changed = changes.changed() => {
+                if changed.is_ok() {
+                    next.clear();
+                }
+                return;
+            }
+            _ = tokio::time::sleep(left.min(step)) => {}
+            _ = shutdown.cancelled() => return,
         }
     }
 }

@@ -183,10 +183,17 @@ pub struct Change {
     pub at: DateTime<Utc>,
 }
 
-/// The latest `limit` changes, newest first, optionally of one task or topic.
-pub async fn changes(client: &impl Sql, task: Option<&str>, topic: Option<&str>, limit: i64) -> Result<Vec<Change>, tokio_postgres::Error> {
+/// The latest `limit` changes, newest first, optionally of one task or topic, and older
+/// than change `before`.
+pub async fn changes(
+    client: &impl Sql,
+    task: Option<&str>,
+    topic: Option<&str>,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<Change>, tokio_postgres::Error> {
     Ok(client
-        .rows(LIST_CHANGES, &[&task, &topic, &limit])
+        .rows(LIST_CHANGES, &[&task, &topic, &limit, &before])
         .await?
         .iter()
         .map(|r| Change {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use almanac::cluster::{Cluster, Settings};
 use tokio_postgres::{Client, NoTls};
 
+pub mod browser;
 pub mod certs;
 pub mod failover;
 pub mod memcg;

@@ -144,6 +144,6 @@ impl Drop for PrivateCluster {
 }
 
 /// A loopback port nobody listens on right now.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0").local_addr().expect("local addr").port()
 }

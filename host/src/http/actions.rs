@@ -1,0 +1,200 @@
+//! `POST /api/actions/ACTION`: what the console does, each the CLI command's own code
+//! (`almanac retry`, `discard`, `hold`, `release`, `pause`, `resume`, and `almanac outbox
+//! pause`, `resume`, `deliver-now`, `retry`, `discard`), recorded in almanac.changes with
+//! who did it and from where. A retry or a discard may be previewed first: the same code
+//! in a transaction rolled back, so the count the confirmation shows is what the action
+//! would change.
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tokio_postgres::Client;
+
+use crate::http::auth::{self, Refusal};
+use crate::http::observed::Observed;
+use crate::operators::Action;
+
+/// Which jobs, task or topic an action is for, and why.
+#[derive(Debug, Deserialize)]
+pub struct Request {
+    /// The task (job and schedule actions).
+    #[serde(default)]
+    pub task: String,
+    /// The topic (outbox actions).
+    #[serde(default)]
+    pub topic: String,
+    /// One period (its start, UTC) of the task's jobs; every period if absent.
+    pub slot: Option<DateTime<Utc>>,
+    /// One key (a job's, or a message's); every key if absent.
+    pub key: Option<String>,
+    /// Recorded with the change; a discard needs one.
+    pub reason: Option<String>,
+    /// Discard every pending and failed job of the task (neither slot nor key given).
+    #[serde(default)]
+    pub all: bool,
+    /// Say how many jobs it would change, changing nothing.
+    #[serde(default)]
+    pub preview: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Outcome {
+    pub action: Action,
+    /// The task or topic acted on.
+    pub subject: String,
+    /// Jobs or messages retried, discarded or made due; for hold, release, pause, resume:
+    /// 1 if the state changed, 0 if it already was so.
+    pub changed: i64,
+    pub preview: bool,
+    pub message: String,
+}
+
+fn refuse(status: StatusCode, message: String) -> Response {
+    (status, format!("{message}\n")).into_response()
+}
+
+pub async fn act(
+    State(observed): State<Arc<Observed>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Path(action): Path<String>,
+    headers: HeaderMap,
+    Json(request): Json<Request>,
+) -> Response {
+    let Some(action) = Action::ALL.into_iter().find(|a| a.as_str() == action) else {
+        return refuse(StatusCode::NOT_FOUND, format!("no action {:?}", crate::text::printable(&action)));
+    };
+    let caller = match observed.caller(&headers, peer.ip()).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused.into_response(),
+    };
+    if observed.access.read_only {
+        return Refusal::Forbidden("this console is read-only (almanac run --read-only)".into()).into_response();
+    }
+    if !caller.identity.may(action) {
+        let role = caller.identity.role.as_str();
+        return Refusal::Forbidden(format!("{} ({role}) may not {}", caller.identity.name, action.as_str())).into_response();
+    }
+    if !auth::same_origin(&caller, &headers) || auth::cross_site(&headers) {
+        return Refusal::Forbidden("missing or wrong CSRF token (X-CSRF-Token)".into()).into_response();
+    }
+    if request.preview && !matches!(action, Action::Retry | Action::Discard | Action::OutboxRetry | Action::OutboxDiscard) {
+        return refuse(StatusCode::BAD_REQUEST, format!("{} has no preview (retries and discards do)", action.as_str()));
+    }
+    let subject = if action.on_topic() { request.topic.clone() } else { request.task.clone() };
+    if subject.is_empty() {
+        return refuse(StatusCode::BAD_REQUEST, format!("{} needs a {}", action.as_str(), if action.on_topic() { "topic" } else { "task" }));
+    }
+    let origin = caller.origin(peer.ip());
+    // Its own task, which owns the connection: a client that hangs up mid-action must not
+    // drop it between a preview's BEGIN and ROLLBACK, returning a connection inside a
+    // transaction (and its row locks) to the pool.
+    let taken = tokio::spawn(async move {
+        let Some(client) = observed.client().await else {
+            return Refusal::Unavailable.into_response();
+        };
+        let done = match request.preview {
+            false => take(&client, action, &request, &origin).await,
+            true => preview(&client, action, &request, &origin).await,
+        };
+        match done {
+            Ok(Ok(changed)) => {
+                let message = said(action, &subject, changed, request.preview);
+                if !request.preview {
+                    tracing::info!(action = action.as_str(), %subject, changed, %origin, "console action");
+                }
+                Json(Outcome { action, subject, changed, preview: request.preview, message }).into_response()
+            }
+            Ok(Err((status, message))) => refuse(status, message),
+            Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, crate::db::error_chain(&e)),
+        }
+    });
+    taken.await.unwrap_or_else(|e| refuse(StatusCode::INTERNAL_SERVER_ERROR, format!("the action failed: {e}")))
+}
+
+type Taken = Result<Result<i64, (StatusCode, String)>, tokio_postgres::Error>;
+
+/// The action in a transaction rolled back. A job a worker holds makes it wait, a few
+/// seconds at most.
+async fn preview(client: &Client, action: Action, request: &Request, origin: &str) -> Taken {
+    client.batch_execute("BEGIN; SET LOCAL lock_timeout = '5s'").await?;
+    let taken = take(client, action, request, origin).await;
+    client.batch_execute("ROLLBACK").await?;
+    taken
+}
+
+async fn take(client: &Client, action: Action, request: &Request, origin: &str) -> Taken {
+    let task = request.task.as_str();
+    let (slot, key, reason) = (request.slot, request.key.as_deref(), request.reason.as_deref().filter(|r| !r.trim().is_empty()));
+    let no_task = || (StatusCode::NOT_FOUND, format!("no task {:?}", crate::text::printable(task)));
+    let topic = request.topic.as_str();
+    let no_topic = || (StatusCode::NOT_FOUND, format!("no outbox topic {:?}", crate::text::printable(topic)));
+    let needs_reason = || (StatusCode::BAD_REQUEST, "a discard needs a reason (recorded on each one and with the change)".to_owned());
+    Ok(Ok(match action {
+        Action::Retry => crate::executor::operate::retry(client, task, slot, key, origin).await? as i64,
+        Action::Discard => {
+            let Some(reason) = reason else { return Ok(Err(needs_reason())) };
+            if !request.all && slot.is_none() && key.is_none() {
+                return Ok(Err((StatusCode::BAD_REQUEST, "say which jobs: a slot and/or a key, or all".into())));
+            }
+            crate::executor::operate::discard(client, task, slot, key, origin, reason).await?
+        }
+        Action::Hold | Action::Release => {
+            let held = action == Action::Hold;
+            match crate::scheduler::operate::set_held(client, task, held, origin, reason).await? {
+                Some((was, _)) => i64::from(was != held),
+                None => return Ok(Err(no_task())),
+            }
+        }
+        Action::Pause | Action::Resume => {
+            let paused = action == Action::Pause;
+            match crate::scheduler::operate::set_paused(client, task, paused, origin, reason).await? {
+                Some(was) => i64::from(was != paused),
+                None => return Ok(Err(no_task())),
+            }
+        }
+        Action::OutboxPause | Action::OutboxResume => {
+            let paused = action == Action::OutboxPause;
+            match crate::outbox::operate::set_paused(client, topic, paused, reason, origin).await? {
+                true => 1,
+                false => return Ok(Err(no_topic())),
+            }
+        }
+        Action::OutboxDeliverNow => crate::outbox::operate::deliver_now(client, topic, key, origin).await? as i64,
+        Action::OutboxRetry => crate::outbox::operate::retry(client, Some(topic), key, origin).await? as i64,
+        Action::OutboxDiscard => {
+            let Some(reason) = reason else { return Ok(Err(needs_reason())) };
+            crate::outbox::operate::discard(client, topic, key, reason, origin).await? as i64
+        }
+    }))
+}
+
+/// What the page tells the operator.
+fn said(action: Action, subject: &str, changed: i64, preview: bool) -> String {
+    let task = crate::text::printable(subject);
+    match (action, preview) {
+        (Action::Retry, true) => format!("{changed} failed job(s) of {task} would go back to pending"),
+        (Action::Retry, false) => format!("{changed} failed job(s) of {task} back to pending"),
+        (Action::Discard, true) => format!("{changed} pending or failed job(s) of {task} would be discarded"),
+        (Action::Discard, false) => format!("{changed} job(s) of {task} discarded: kept as evidence, never run"),
+        (Action::Hold, _) if changed == 0 => format!("{task} was already held"),
+        (Action::Hold, _) => format!("{task} held: no job of it starts on any host; jobs running now finish"),
+        (Action::Release, _) if changed == 0 => format!("{task} was not held"),
+        (Action::Release, _) => format!("{task} released: its pending jobs run again"),
+        (Action::Pause, _) if changed == 0 => format!("{task} was already paused"),
+        (Action::Pause, _) => format!("{task} paused: no new periods are generated"),
+        (Action::Resume, _) if changed == 0 => format!("{task} was not paused"),
+        (Action::Resume, _) => format!("{task} resumed: its periods are generated again, catching up per its policy"),
+        (Action::OutboxPause, _) => format!("outbox topic {task} paused: no host delivers its messages until resumed"),
+        (Action::OutboxResume, _) => format!("outbox topic {task} resumed"),
+        (Action::OutboxDeliverNow, _) => format!("{changed} pending message(s) of {task} due now; its circuit is closed"),
+        (Action::OutboxRetry, true) => format!("{changed} dead message(s) of {task} would go back to pending"),
+        (Action::OutboxRetry, false) => format!("{changed} dead message(s) of {task} back to pending"),
+        (Action::OutboxDiscard, true) => format!("{changed} message(s) of {task} would be discarded"),
+        (Action::OutboxDiscard, false) => format!("{changed} message(s) of {task} discarded: never delivered"),
+    }
+}

@@ -1,0 +1,1 @@
+DELETE FROM almanac.console_sessions WHERE hash = $1
