@@ -166,6 +166,11 @@ impl Host {
         self.target.clone()
     }
 
+    /// The scheduler's options (a backfill from the console plans by them).
+    pub fn scheduler_options(&self) -> scheduler::Options {
+        self.options.scheduler.clone()
+    }
+
     /// The outbox topics this host delivers (those `almanac.toml` gives a sink).
     pub fn outbox_topics(&self) -> Vec<String> {
         self.dispatcher.topics().to_vec()

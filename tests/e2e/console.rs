@@ -170,6 +170,7 @@ async fn a_viewer_sees_no_action_and_requests_without_token_or_csrf_are_refused(
     let (status, text) = send(http.post(&discard).header("authorization", &bearer), all).await;
     assert!(status == 200 && text.contains(r#""changed":3"#), "{status} {text}");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'discarded'").await, 3);
+    db.assert_counters_agree().await;
     let (status, _) =
         send(http.post(format!("{base}/api/actions/hold")).header("authorization", &bearer), r#"{"task": "fixture-permanent", "preview": true}"#).await;
     assert_eq!(status, 400, "a hold has no preview, and is not taken for one");

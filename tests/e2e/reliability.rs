@@ -332,6 +332,7 @@ async fn thirty_host_kills_and_two_server_crashes_pay_every_account_exactly_once
     assert_eq!(db.count("SELECT count(*) FROM almanac.slots WHERE status = 'generated'").await, DAYS);
     assert_eq!(db.count("SELECT count(*) FROM accounts WHERE points <> 10 * 10").await, 0, "every account +100 points");
     assert_eq!(db.count("SELECT count(*) FROM points_ledger").await, total);
+    db.assert_counters_agree().await;
 
     let logs: Vec<String> = killed.iter().chain(hosts.iter()).map(HostProc::log).collect();
     for log in &logs {

@@ -134,6 +134,7 @@ async fn bomb(pooled: bool) {
     );
     let log = std::fs::read_to_string(pg.cluster.data_dir.join("server.log")).unwrap();
     assert_eq!(log.matches("was terminated by signal 9").count(), 3, "no crash after the release");
+    db.assert_counters_agree().await;
     for host in &mut hosts {
         assert!(host.is_running(), "log:\n{}", host.log());
         host.stop().await;

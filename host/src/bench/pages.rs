@@ -38,7 +38,10 @@ pub async fn measure(
     let access = crate::http::auth::Access { sign_in: crate::http::auth::SignIn::None, trusted_header: None, read_only: true };
     let observed = crate::http::Observed::new(Arc::new(crate::metrics::Metrics::default()), access);
     let addr = crate::http::bind("127.0.0.1:0".parse()?, observed.clone(), shutdown.clone()).await?;
-    observed.started(host.target(), host.loaded.clone(), Vec::new())?;
+    observed.started(
+        host.target(),
+        crate::http::Started { loaded: host.loaded.clone(), topics: Vec::new(), logins: host.logins.clone(), scheduler: host.scheduler_options() },
+    )?;
 
     reset(admin).await?;
     let (seconds, _) = timed(admin, cluster, || run_almanac(host, exec.clone(), admin)).await?;

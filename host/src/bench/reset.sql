@@ -2,7 +2,7 @@
 TRUNCATE points_ledger;
 -- The claims too: a claim left by an earlier run's host names jobs this reset makes
 -- again under the same keys, and the sweep would take it for a crash under them.
-TRUNCATE almanac.jobs, almanac.job_counts, almanac.claims;
+TRUNCATE almanac.jobs, almanac.job_counts, almanac.slot_counts, almanac.task_minutes, almanac.claims;
 UPDATE accounts SET points = 0;
 -- Yesterday's slot (16:00 UTC is daily-points' midnight), so the jobs sit in the current
 -- month's partition as a day's jobs do.

@@ -209,7 +209,15 @@ pub async fn run(
     let database = database.await?;
     let host = host::Host::start_retrying(&database.url, options, &shutdown).await?;
     if args.listen.is_some() {
-        observed.started(host.target(), host.loaded.clone(), host.outbox_topics())?;
+        observed.started(
+            host.target(),
+            almanac::http::Started {
+                loaded: host.loaded.clone(),
+                topics: host.outbox_topics(),
+                logins: host.logins.clone(),
+                scheduler: host.scheduler_options(),
+            },
+        )?;
     }
     host.outbox_options(args.outbox_options()).serve(shutdown).await?;
     Ok(ExitCode::SUCCESS)

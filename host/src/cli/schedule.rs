@@ -289,6 +289,10 @@ pub struct CursorArgs {
     /// Why, recorded with the change.
     #[arg(long)]
     reason: Option<String>,
+    /// List the periods the move would let the scheduler generate (back) or pass over for
+    /// good (forward); change nothing.
+    #[arg(long)]
+    preview: bool,
 }
 
 pub async fn cursor(database: &super::database::Database, args: CursorArgs) -> anyhow::Result<ExitCode> {
@@ -300,6 +304,16 @@ pub async fn cursor(database: &super::database::Database, args: CursorArgs) -> a
         "now" => almanac::db::server_now(&client).await?,
         text => schedule.parse_slot(text).map_err(anyhow::Error::msg).context("--to")?,
     };
+    if args.preview {
+        let Some(stored) = scheduler::operate::schedule_of(&client, &args.task).await? else {
+            bail!("no schedule for task {:?}", args.task);
+        };
+        let moved = scheduler::range::cursor_preview(&client, &args.task, &schedule, stored.cursor, to).await?;
+        let what = if moved.back { "moved back, the scheduler would consider" } else { "moved forward, these would never be generated" };
+        println!("{}: cursor {} -> {}; {what}:", args.task, utc(moved.cursor), utc(moved.to));
+        print_preview(&moved.periods, &args.task, if moved.back { "cursor (catch-up policy applies)" } else { "cursor" });
+        return Ok(ExitCode::SUCCESS);
+    }
     let origin = applied::origin("cursor");
     let Some(from) = scheduler::operate::set_cursor(&client, &args.task, to, &origin, args.reason.as_deref()).await? else {
         bail!("no schedule for task {:?} (forgotten meanwhile?)", args.task);
@@ -487,6 +501,12 @@ pub struct BackfillArgs {
     /// Per-task overrides [default: ./almanac.toml if it exists].
     #[arg(long)]
     config: Option<std::path::PathBuf>,
+    /// List the periods it would generate and those it would pass over; change nothing.
+    #[arg(long)]
+    preview: bool,
+    /// Why, recorded with the change.
+    #[arg(long)]
+    reason: Option<String>,
 }
 
 pub async fn backfill(database: &super::database::Database, data_dir: &std::path::Path, args: BackfillArgs) -> anyhow::Result<ExitCode> {
@@ -506,41 +526,14 @@ pub async fn backfill(database: &super::database::Database, data_dir: &std::path
     let Some(schedule) = &plugin.spec.schedule else {
         bail!("{} runs on demand: it has no slots to backfill; enqueue its jobs (almanac.enqueue, `almanac enqueue`)", args.task);
     };
-    if let Some(stored) = scheduler::operate::schedule_of(&**host.pool.get().await?, &args.task).await? {
-        let (cron, zone) = (&stored.cron, &stored.zone);
-        let source = |s: &Schedule| s.business_source().cloned();
-        let stored_source = stored.schedule().ok().flatten().as_ref().and_then(source);
-        if (cron.as_deref(), zone.as_str(), &stored_source) != (Some(schedule.cron()), schedule.zone().name(), &source(schedule)) {
-            bail!(
-                "{}: this folder and file say cron {:?} in {}, but the schedule every host runs by is cron {:?} in {zone}; \
-                 a backfill generates by the stored one: `almanac apply` first, or make the file agree",
-                args.task,
-                schedule.cron(),
-                schedule.zone(),
-                cron.as_deref().unwrap_or("(on demand)")
-            );
-        }
-    }
     let zone = schedule.zone();
     let from = parse_instant(&args.from, zone).map_err(anyhow::Error::msg).context("--from")?;
     let to = parse_instant(&args.to, zone).map_err(anyhow::Error::msg).context("--to")?;
     let conn = Arc::new(host.pool.get().await?);
-    let now: DateTime<Utc> = almanac::db::server_now(&conn).await?;
-    if to > now {
-        bail!("--to {} is in the future; backfill only generates slots that have started (the schedule does the rest)", utc(to));
-    }
-    if let Some(horizon) = scheduler::operate::horizon(&***conn, &args.task).await? {
-        let oldest = now - chrono::Duration::from_std(horizon).unwrap_or(chrono::Duration::MAX);
-        if from < oldest {
-            bail!(
-                "--from {} is past {}'s backfill horizon of {} (the oldest slot a backfill may reach is {}); \
-                 a horizon keeps a typo from re-running years: raise `horizon` for the task in almanac.toml and `almanac apply` if you mean it",
-                utc(from),
-                args.task,
-                almanac::task::format_duration(horizon),
-                utc(oldest)
-            );
-        }
+    scheduler::range::check_backfill(&conn, &args.task, schedule, from, to).await?;
+    if args.preview {
+        print_preview(&scheduler::range::preview(&***conn, &args.task, schedule, from, to).await?, &args.task, "backfill");
+        return Ok(ExitCode::SUCCESS);
     }
     let total = schedule.slots_after(from - chrono::Duration::microseconds(1)).take_while(|s| s.start < to).count();
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -552,7 +545,8 @@ pub async fn backfill(database: &super::database::Database, data_dir: &std::path
         bar.set_message(format!("backfill {}", args.task));
         bar
     });
-    let outcome = scheduler::backfill(&conn, &host.logins, &plugin, from, to, &options.scheduler, |done, _| {
+    let origin = applied::origin("backfill");
+    let outcome = scheduler::range::backfill(&conn, &host.logins, &plugin, from, to, &options.scheduler, &origin, args.reason.as_deref(), |done, _| {
         if let Some(bar) = &bar {
             bar.set_position(done.generated as u64);
         }
@@ -584,4 +578,24 @@ pub async fn backfill(database: &super::database::Database, data_dir: &std::path
         println!("  passed over (generated or skipped before): {}{more}", named.join(", "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A range's preview: each listed period, new or what the ledger says of it.
+fn print_preview(preview: &scheduler::range::Preview, task: &str, what: &str) {
+    let more = if preview.more { "more than " } else { "" };
+    println!(
+        "{what} {task} [{} .. {}): {more}{} period(s); of the first {}, {} new (generated) and {} in the ledger already (passed over)",
+        utc(preview.from),
+        utc(preview.to),
+        preview.total,
+        preview.periods.len(),
+        preview.new,
+        preview.periods.len() - preview.new
+    );
+    for p in &preview.periods {
+        println!("  {:<28} {}  {}", p.period, utc(p.start), p.ledger.as_deref().map_or("new".to_owned(), |l| format!("passed over ({l})")));
+    }
+    if preview.total > preview.periods.len() {
+        println!("  … and {} more", preview.total - preview.periods.len());
+    }
 }

@@ -151,6 +151,7 @@ function render(o) {
       cell(h.quiet ? "quiet for " + age(h.seen_seconds_ago) : age(h.seen_seconds_ago) + " ago", h.quiet ? "bad" : "ok"),
       cell(h.busy + " of " + h.workers, "num"), cell(plugins || "none", "mono"));
   }, "No host on record.");
+  topicsShown = o.topics.map(t => t.topic);
   fill("outbox", o.topics, (t, tr) => {
     tr.dataset.topic = t.topic;
     const state = t.circuit_open ? "circuit open" : t.paused ? "paused" : "delivering";
@@ -238,10 +239,62 @@ async function calendar() {
     cells.push(b);
   }
   grid.replaceChildren(...cells);
+  charts(m.task);
 }
+// Charts are SVG images the host draws from its per-minute counters; a new URL every
+// ten seconds redraws them.
+function chartUrl(kind, name) {
+  const span = document.getElementById("chart-span").value;
+  return "/api/chart.svg?" + new URLSearchParams({[kind]: name, span, at: String(Math.floor(Date.now() / 10000))});
+}
+function chartImage(img, kind, name) {
+  const url = chartUrl(kind, name);
+  if (img.getAttribute("src") !== url) img.src = url;
+  img.alt = kind + " " + name + ": " + (kind === "task" ? "jobs done and failed" : "messages delivered and dead") + ", " + document.getElementById("chart-span").selectedOptions[0].textContent;
+}
+let topicsShown = [];
+function charts(task) {
+  chartImage(document.getElementById("task-chart"), "task", task);
+  const box = document.getElementById("topic-charts");
+  if (box.children.length !== topicsShown.length) box.replaceChildren(...topicsShown.map(() => document.createElement("img")));
+  topicsShown.forEach((t, i) => chartImage(box.children[i], "topic", t));
+}
+document.getElementById("chart-span").addEventListener("change", () => { if (cal.task) charts(cal.task); });
 select.addEventListener("change", () => { cal.task = select.value; cal.month = null; calendar(); });
 document.getElementById("cal-prev").addEventListener("click", () => shiftMonth(-1));
 document.getElementById("cal-next").addEventListener("click", () => shiftMonth(1));
+
+// A backfill or a moved cursor: previewed first, the periods it would generate (or pass
+// over) listed, done only when confirmed.
+let pending = null;
+async function previewRange(action) {
+  const body = {task: cal.task, to: document.getElementById("range-to").value.trim(), reason: document.getElementById("range-reason").value.trim() || null};
+  if (action === "backfill") body.from = document.getElementById("range-from").value.trim();
+  try {
+    const p = await act(action, Object.assign({preview: true}, body));
+    pending = {action, body};
+    document.getElementById("range-what").textContent = p.message;
+    fill("range-periods", p.periods ? p.periods.periods : [], (r, tr) => {
+      tr.dataset.period = r.period;
+      tr.append(cell(r.period, "mono"), cell(utc(r.start)), cell(r.ledger ? "passed over (" + r.ledger + ")" : "new", r.ledger ? null : "ok"));
+    }, "No period in the range.");
+    document.getElementById("range-go").textContent = action === "backfill" ? "Backfill " + p.changed + " new period(s)" : "Move the cursor";
+    document.getElementById("range-preview").hidden = false;
+  } catch (e) {
+    notice(action + " refused: " + e.message, true);
+  }
+}
+document.getElementById("range-form").addEventListener("submit", e => { e.preventDefault(); previewRange("backfill"); });
+document.getElementById("cursor-preview").addEventListener("click", () => previewRange("cursor"));
+document.getElementById("range-cancel").addEventListener("click", () => { pending = null; document.getElementById("range-preview").hidden = true; });
+document.getElementById("range-go").addEventListener("click", async () => {
+  if (!pending) return;
+  const {action, body} = pending;
+  pending = null;
+  document.getElementById("range-preview").hidden = true;
+  await run(action, body);
+  calendar();
+});
 
 // The jobs of a day, or of a task, filtered and paged by the last row seen.
 let listing = null;
@@ -337,6 +390,9 @@ async function start() {
   who.textContent = session.via === "loopback" ? "not signed in (view only)"
     : session.name + " (" + session.role + ")" + (session.read_only ? " · read-only console" : "");
   document.getElementById("sign-in-link").hidden = session.via !== "loopback";
+  document.getElementById("range-form").hidden = !may("backfill") && !may("cursor");
+  document.getElementById("backfill-preview").hidden = !may("backfill");
+  document.getElementById("cursor-preview").hidden = !may("cursor");
   const out = document.getElementById("sign-out");
   out.hidden = session.via !== "session";
   out.addEventListener("click", async () => {

@@ -1,7 +1,7 @@
 -- Task $1's periods keyed from $2 to $3, per day in zone $4: what the ledger says of them
--- (generated, empty, skipped and why, enqueued into) and where their jobs stand. The
--- jobs are read through the primary key's (task, slot) prefix, in the months' partitions
--- the range names.
+-- (generated, empty, skipped and why, enqueued into) and where their jobs stand, from the
+-- periods' counters (almanac.slot_counts: the folded row of each period and the deltas
+-- appended since), never from the jobs themselves.
 WITH ledger AS (
     SELECT (slot AT TIME ZONE $4)::date AS day,
            count(*) FILTER (WHERE status = 'generated') AS generated,
@@ -14,13 +14,13 @@ WITH ledger AS (
     GROUP BY 1
 ), jobs AS (
     SELECT (slot AT TIME ZONE $4)::date AS day,
-           count(*) AS total,
-           count(*) FILTER (WHERE status = 'done') AS done,
-           count(*) FILTER (WHERE status = 'pending') AS pending,
-           count(*) FILTER (WHERE status = 'failed') AS failed,
-           count(*) FILTER (WHERE status = 'discarded') AS discarded
-    FROM almanac.jobs
-    WHERE task = $1 AND slot >= $2 AND slot < $3
+           sum(pending + done + failed + discarded)::bigint AS total, sum(done)::bigint AS done,
+           sum(pending)::bigint AS pending, sum(failed)::bigint AS failed, sum(discarded)::bigint AS discarded
+    FROM (SELECT slot, pending, done, failed, discarded FROM almanac.slot_counts
+          WHERE folded AND task = $1 AND slot >= $2 AND slot < $3
+          UNION ALL
+          SELECT slot, pending, done, failed, discarded FROM almanac.slot_counts
+          WHERE NOT folded AND task = $1 AND slot >= $2 AND slot < $3) counted
     GROUP BY 1
 )
 SELECT day::text,

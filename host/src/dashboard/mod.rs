@@ -14,6 +14,7 @@ use tokio_postgres::Client;
 use crate::db::Sql;
 
 pub mod calendar;
+pub mod charts;
 pub mod jobs;
 use crate::plugin::Registry;
 use crate::status::TaskStatus;

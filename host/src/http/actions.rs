@@ -1,9 +1,10 @@
 //! `POST /api/actions/ACTION`: what the console does, each the CLI command's own code
-//! (`almanac retry`, `discard`, `hold`, `release`, `pause`, `resume`, and `almanac outbox
-//! pause`, `resume`, `deliver-now`, `retry`, `discard`), recorded in almanac.changes with
-//! who did it and from where. A retry or a discard may be previewed first: the same code
-//! in a transaction rolled back, so the count the confirmation shows is what the action
-//! would change.
+//! (`almanac retry`, `discard`, `hold`, `release`, `pause`, `resume`, `backfill`, `cursor`,
+//! and `almanac outbox pause`, `resume`, `deliver-now`, `retry`, `discard`), recorded in
+//! almanac.changes with who did it and from where. A retry or a discard may be previewed
+//! first: the same code in a transaction rolled back, so the count the confirmation shows
+//! is what the action would change. A backfill or a moved cursor is previewed as the CLI's
+//! `--preview` does: the periods it would generate or pass over.
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -40,6 +41,10 @@ pub struct Request {
     /// Say how many jobs it would change, changing nothing.
     #[serde(default)]
     pub preview: bool,
+    /// A backfill's range, as `almanac backfill --from/--to` takes them.
+    pub from: Option<String>,
+    /// A backfill's end, or where a cursor moves to (as `almanac cursor --to`).
+    pub to: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -52,6 +57,9 @@ pub struct Outcome {
     pub changed: i64,
     pub preview: bool,
     pub message: String,
+    /// A backfill's or a cursor's preview: the periods in its range.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub periods: Option<crate::scheduler::range::Preview>,
 }
 
 fn refuse(status: StatusCode, message: String) -> Response {
@@ -82,8 +90,8 @@ pub async fn act(
     if !auth::same_origin(&caller, &headers) || auth::cross_site(&headers) {
         return Refusal::Forbidden("missing or wrong CSRF token (X-CSRF-Token)".into()).into_response();
     }
-    if request.preview && !matches!(action, Action::Retry | Action::Discard | Action::OutboxRetry | Action::OutboxDiscard) {
-        return refuse(StatusCode::BAD_REQUEST, format!("{} has no preview (retries and discards do)", action.as_str()));
+    if request.preview && !matches!(action, Action::Retry | Action::Discard | Action::OutboxRetry | Action::OutboxDiscard | Action::Backfill | Action::Cursor) {
+        return refuse(StatusCode::BAD_REQUEST, format!("{} has no preview (retries, discards, backfills and cursor moves do)", action.as_str()));
     }
     let subject = if action.on_topic() { request.topic.clone() } else { request.task.clone() };
     if subject.is_empty() {
@@ -97,6 +105,17 @@ pub async fn act(
         let Some(client) = observed.client().await else {
             return Refusal::Unavailable.into_response();
         };
+        if matches!(action, Action::Backfill | Action::Cursor) {
+            return match crate::http::periods::act(&observed, Arc::new(client), action, &request, &origin).await {
+                Ok(outcome) => {
+                    if !outcome.preview {
+                        tracing::info!(action = action.as_str(), %subject, changed = outcome.changed, %origin, "console action");
+                    }
+                    Json(outcome).into_response()
+                }
+                Err((status, message)) => refuse(status, message),
+            };
+        }
         let done = match request.preview {
             false => take(&client, action, &request, &origin).await,
             true => preview(&client, action, &request, &origin).await,
@@ -107,7 +126,7 @@ pub async fn act(
                 if !request.preview {
                     tracing::info!(action = action.as_str(), %subject, changed, %origin, "console action");
                 }
-                Json(Outcome { action, subject, changed, preview: request.preview, message }).into_response()
+                Json(Outcome { action, subject, changed, preview: request.preview, message, periods: None }).into_response()
             }
             Ok(Err((status, message))) => refuse(status, message),
             Err(e) => refuse(StatusCode::SERVICE_UNAVAILABLE, crate::db::error_chain(&e)),
@@ -170,6 +189,8 @@ async fn take(client: &Client, action: Action, request: &Request, origin: &str) 
             let Some(reason) = reason else { return Ok(Err(needs_reason())) };
             crate::outbox::operate::discard(client, topic, key, reason, origin).await? as i64
         }
+        // Taken by http::periods before a transaction could be opened around them.
+        Action::Backfill | Action::Cursor => return Ok(Err((StatusCode::BAD_REQUEST, format!("{} is not taken here", action.as_str())))),
     }))
 }
 
@@ -196,5 +217,6 @@ fn said(action: Action, subject: &str, changed: i64, preview: bool) -> String {
         (Action::OutboxRetry, false) => format!("{changed} dead message(s) of {task} back to pending"),
         (Action::OutboxDiscard, true) => format!("{changed} message(s) of {task} would be discarded"),
         (Action::OutboxDiscard, false) => format!("{changed} message(s) of {task} discarded: never delivered"),
+        (Action::Backfill | Action::Cursor, _) => format!("{} of {task}", action.as_str()),
     }
 }

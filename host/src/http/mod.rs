@@ -21,10 +21,11 @@ pub mod actions;
 pub mod auth;
 mod observed;
 mod pacer;
+mod periods;
 mod signin;
 mod views;
 
-pub use observed::Observed;
+pub use observed::{Observed, Started};
 
 /// What every answer carries: nothing a plugin wrote (errors, keys, labels, file names)
 /// can run in the page, as the page sets them as text and this policy allows no inline
@@ -58,6 +59,7 @@ pub async fn bind(addr: SocketAddr, observed: Arc<Observed>, shutdown: Cancellat
         .route("/api/jobs", get(views::list))
         .route("/api/job", get(views::job))
         .route("/api/changes", get(views::changes))
+        .route("/api/chart.svg", get(views::chart))
         .route("/api/actions/{action}", post(actions::act))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(observed.clone(), paced))

@@ -41,11 +41,23 @@ pub struct Observed {
     pub calendars: tokio::sync::Mutex<std::collections::HashMap<(String, Option<String>), Answer>>,
 }
 
+/// What a started host hands the console.
+pub struct Started {
+    pub loaded: Arc<Loaded>,
+    pub topics: Vec<String>,
+    pub logins: Arc<crate::login::Logins>,
+    pub scheduler: crate::scheduler::Options,
+}
+
 pub(crate) struct Running {
     pub pool: Pool,
     pub loaded: Arc<Loaded>,
     /// The configured outbox topics, exported at 0 when nothing waits in them.
     pub topics: Vec<String>,
+    /// What a backfill from the console plans with: the plugins' logins and the
+    /// scheduler's options, as the host's own scheduler has them.
+    pub logins: Arc<crate::login::Logins>,
+    pub scheduler: crate::scheduler::Options,
 }
 
 impl Observed {
@@ -62,9 +74,10 @@ impl Observed {
     }
 
     /// The host has connected and loaded its plugins.
-    pub fn started(&self, target: crate::db::Target, loaded: Arc<Loaded>, topics: Vec<String>) -> Result<(), crate::db::DbError> {
+    pub fn started(&self, target: crate::db::Target, running: Started) -> Result<(), crate::db::DbError> {
         let pool = crate::db::Pool::new(&target.role("http"), POOL_SIZE)?;
-        let _ = self.running.set(Running { pool, loaded, topics });
+        let Started { loaded, topics, logins, scheduler } = running;
+        let _ = self.running.set(Running { pool, loaded, topics, logins, scheduler });
         Ok(())
     }
 

@@ -10,7 +10,7 @@ use axum::Json;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::dashboard::{calendar, jobs};
+use crate::dashboard::{calendar, charts, jobs};
 use crate::http::auth::Refusal;
 use crate::http::observed::Observed;
 
@@ -128,6 +128,38 @@ pub async fn changes(
     let limit = q.limit.unwrap_or(50).clamp(1, jobs::MOST);
     match crate::scheduler::operate::changes(&**client, task.as_deref(), topic.as_deref(), q.before, limit).await {
         Ok(rows) => Json(rows).into_response(),
+        Err(e) => failed(crate::db::error_chain(&e)),
+    }
+}
+
+#[derive(Deserialize)]
+pub struct ChartQuery {
+    task: Option<String>,
+    topic: Option<String>,
+    span: Option<String>,
+}
+
+/// A task's or a topic's chart, an SVG image ([`charts`]).
+pub async fn chart(
+    State(observed): State<Arc<Observed>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(q): Query<ChartQuery>,
+) -> Response {
+    let Some(span) = charts::Span::parse(q.span.as_deref()) else {
+        return (StatusCode::BAD_REQUEST, "a chart's span is hour or day\n").into_response();
+    };
+    let client = match client(&observed, &headers, peer).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let chart = match (&q.task, &q.topic) {
+        (Some(task), None) => charts::task(&client, task, span).await,
+        (None, Some(topic)) => charts::topic(&client, topic, span).await,
+        _ => return (StatusCode::BAD_REQUEST, "a chart names a task or a topic\n").into_response(),
+    };
+    match chart {
+        Ok(chart) => ([(axum::http::header::CONTENT_TYPE, "image/svg+xml")], charts::svg(&chart)).into_response(),
         Err(e) => failed(crate::db::error_chain(&e)),
     }
 }

@@ -69,10 +69,12 @@ pub enum Action {
     OutboxDeliverNow,
     OutboxRetry,
     OutboxDiscard,
+    Backfill,
+    Cursor,
 }
 
 impl Action {
-    pub const ALL: [Action; 11] = [
+    pub const ALL: [Action; 13] = [
         Action::Retry,
         Action::Discard,
         Action::Hold,
@@ -84,6 +86,8 @@ impl Action {
         Action::OutboxDeliverNow,
         Action::OutboxRetry,
         Action::OutboxDiscard,
+        Action::Backfill,
+        Action::Cursor,
     ];
 
     /// As `almanac.changes` and the console's URLs name it.
@@ -100,6 +104,8 @@ impl Action {
             Action::OutboxDeliverNow => "outbox-deliver-now",
             Action::OutboxRetry => "outbox-retry",
             Action::OutboxDiscard => "outbox-discard",
+            Action::Backfill => "backfill",
+            Action::Cursor => "cursor",
         }
     }
 
@@ -108,9 +114,14 @@ impl Action {
         self.as_str().starts_with("outbox-")
     }
 
-    /// The least role that may take it without a grant of its own.
+    /// The least role that may take it without a grant of its own. Generating periods
+    /// again or passing them over for good (a backfill, a moved cursor) is an admin's;
+    /// the rest an operator's.
     fn least(self) -> Role {
-        Role::Operator
+        match self {
+            Action::Backfill | Action::Cursor => Role::Admin,
+            _ => Role::Operator,
+        }
     }
 }
 
@@ -273,7 +284,11 @@ mod tests {
         let granted = Identity { grants: vec![Action::Retry], ..viewer.clone() };
         assert_eq!(granted.actions(), vec![Action::Retry]);
         let operator = Identity { role: Role::Operator, ..viewer };
-        assert_eq!(operator.actions(), Action::ALL.to_vec());
+        let theirs: Vec<Action> = Action::ALL.into_iter().filter(|a| !matches!(a, Action::Backfill | Action::Cursor)).collect();
+        assert_eq!(operator.actions(), theirs, "periods generated again or passed over are an admin's");
+        let admin = Identity { role: Role::Admin, ..operator.clone() };
+        assert_eq!(admin.actions(), Action::ALL.to_vec());
+        assert!(Identity { grants: vec![Action::Backfill], ..operator }.may(Action::Backfill));
     }
 
     #[test]

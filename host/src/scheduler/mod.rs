@@ -25,6 +25,7 @@ use crate::task::Applied;
 
 pub mod applied;
 pub mod operate;
+pub mod range;
 
 const LOCK_SCHEDULE: &str = include_str!("lock_schedule.sql");
 const INSERT_JOBS: &str = include_str!("insert_jobs.sql");

@@ -48,6 +48,8 @@ pub struct Stored {
     pub zone: String,
     pub business: Option<serde_json::Value>,
     pub after: Vec<String>,
+    /// The end of the last period its scheduler handled.
+    pub cursor: DateTime<Utc>,
 }
 
 impl Stored {
@@ -60,7 +62,7 @@ impl Stored {
 
 /// The stored schedule of `task`, if it is registered.
 pub async fn schedule_of(client: &impl Sql, task: &str) -> Result<Option<Stored>, tokio_postgres::Error> {
-    Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| Stored { cron: r.get(0), zone: r.get(1), business: r.get(2), after: r.get(3) }))
+    Ok(client.opt(SCHEDULE_OF, &[&task]).await?.map(|r| Stored { cron: r.get(0), zone: r.get(1), business: r.get(2), after: r.get(3), cursor: r.get(4) }))
 }
 
 /// Which of `periods` the tasks of `after` have not settled yet (almanac.settled, V25):

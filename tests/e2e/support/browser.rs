@@ -106,8 +106,10 @@ impl Browser {
         panic!("could not click {css:?}");
     }
 
+    /// Replace the value of the field `css` with `text`, typed.
     pub async fn type_into(&self, css: &str, text: &str) {
         let element = self.find(css).await;
+        self.call(&format!("element/{element}/clear"), json!({})).await;
         self.call(&format!("element/{element}/value"), json!({ "text": text })).await;
     }
 

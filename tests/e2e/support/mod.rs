@@ -208,6 +208,30 @@ impl TestDb {
         self.client.query_one(sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
     }
 
+    /// The counters say what the jobs say, however they got there: `almanac.job_counts`
+    /// per task and month, `almanac.slot_counts` per task and period, each summed over its
+    /// folded row and the deltas since.
+    pub async fn assert_counters_agree(&self) {
+        for (counters, key) in [("almanac.job_counts", "date_trunc('month', slot, 'UTC')"), ("almanac.slot_counts", "slot")] {
+            let column = if counters.ends_with("job_counts") { "month" } else { "slot" };
+            let sql = format!(
+                "WITH actual AS (
+                     SELECT task, {key} AS at, count(*) FILTER (WHERE status = 'pending') AS p, count(*) FILTER (WHERE status = 'done') AS d,
+                            count(*) FILTER (WHERE status = 'failed') AS f, count(*) FILTER (WHERE status = 'discarded') AS x
+                     FROM almanac.jobs GROUP BY 1, 2
+                 ), counted AS (
+                     SELECT task, {column} AS at, sum(pending)::bigint AS p, sum(done)::bigint AS d, sum(failed)::bigint AS f, sum(discarded)::bigint AS x
+                     FROM {counters} GROUP BY 1, 2 HAVING (sum(pending), sum(done), sum(failed), sum(discarded)) <> (0, 0, 0, 0)
+                 )
+                 SELECT coalesce(string_agg(format('%s %s: jobs %s, counted %s', task, at, (a.p, a.d, a.f, a.x), (c.p, c.d, c.f, c.x)), '; '), '')
+                 FROM actual a FULL JOIN counted c USING (task, at)
+                 WHERE (a.p, a.d, a.f, a.x) IS DISTINCT FROM (c.p, c.d, c.f, c.x)"
+            );
+            let differ: String = self.client.query_one(&sql, &[]).await.unwrap_or_else(|e| panic!("{sql}: {e}")).get(0);
+            assert!(differ.is_empty(), "{counters} disagrees with the jobs (pending, done, failed, discarded): {differ}");
+        }
+    }
+
     /// Poll `sql` (returning one bigint) until it equals `want`.
     pub async fn wait_count(&self, sql: &str, want: i64, timeout: Duration) {
         let deadline = Instant::now() + timeout;
