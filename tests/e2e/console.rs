@@ -228,5 +228,24 @@ async fn an_open_circuit_and_a_paused_topic_are_acted_on_from_the_incidents() {
     assert_eq!(db.count("SELECT count(*) FROM almanac.outbox_topics WHERE topic = 'payments' AND paused").await, 0);
     let recorded = db.count("SELECT count(*) FROM almanac.changes WHERE topic = 'payments' AND origin = 'console olga (session) from 127.0.0.1'").await;
     assert_eq!(recorded, 3, "deliver-now, pause, resume recorded; log:\n{}", host.log());
+
+    // Messages listed by topic and state, every text set as text: a key and an error with
+    // markup in them show as written, and no element is made of either.
+    db.client
+        .batch_execute(
+            "INSERT INTO almanac.outbox (topic, key, payload, content_type, status, attempts, last_error)
+             VALUES ('payments', '<img src=x id=planted>', '\\x7b7d', 'application/json', 'dead', 3,
+                     '<script>document.title = \"owned\"</script>')",
+        )
+        .await
+        .unwrap();
+    browser.find("#messages-topic option[value='payments']").await;
+    browser
+        .run_async("document.getElementById('messages-topic').value = 'payments'; document.getElementById('messages-status').value = 'dead'; arguments[0]()")
+        .await;
+    browser.click("#messages-filter button[type='submit']").await;
+    browser.wait_text("#messages tbody", "the dead message, as text", |t| t.contains("<img src=x id=planted>") && t.contains("<script>document.title")).await;
+    assert!(browser.find_all("#planted").await.is_empty(), "no element is made of a key");
+    assert_ne!(browser.run_async("arguments[0](document.title)").await.as_str(), Some("owned"));
     host.stop().await;
 }

@@ -120,7 +120,7 @@ pub async fn run(database: &super::database::Database, args: OutboxArgs) -> anyh
         }
         None => {
             let l = args.list;
-            let rows = operate::list(&client, l.status.as_deref(), l.topic.as_deref(), l.limit).await?;
+            let rows = operate::list(&client, l.status.as_deref(), l.topic.as_deref(), None, l.limit).await?;
             if !l.json {
                 println!("{:>8} {:<20} {:<40} {:<9} {:>8} {:<20}  LAST ERROR", "ID", "TOPIC", "KEY", "STATUS", "ATTEMPTS", "NEXT TRY (UTC)");
             }

@@ -152,6 +152,7 @@ function render(o) {
       cell(h.busy + " of " + h.workers, "num"), cell(plugins || "none", "mono"));
   }, "No host on record.");
   topicsShown = o.topics.map(t => t.topic);
+  topicsKnown(topicsShown);
   fill("outbox", o.topics, (t, tr) => {
     tr.dataset.topic = t.topic;
     const state = t.circuit_open ? "circuit open" : t.paused ? "paused" : "delivering";
@@ -295,6 +296,38 @@ document.getElementById("range-go").addEventListener("click", async () => {
   await run(action, body);
   calendar();
 });
+
+// Outbox messages by topic and state, newest first, paged by the last id seen.
+const topicSelect = document.getElementById("messages-topic");
+function topicsKnown(topics) {
+  const have = Array.from(topicSelect.options).slice(1).map(o => o.value);
+  if (have.length === topics.length && have.every((t, i) => t === topics[i])) return;
+  const was = topicSelect.value;
+  topicSelect.replaceChildren(topicSelect.options[0], ...topics.map(t => { const o = document.createElement("option"); o.value = t; o.textContent = t; return o; }));
+  topicSelect.value = topics.includes(was) ? was : "";
+}
+let messagesLast = null;
+async function listMessages(more) {
+  const q = new URLSearchParams({topic: topicSelect.value, status: document.getElementById("messages-status").value});
+  if (more && messagesLast) q.set("before", messagesLast);
+  const response = await fetch("/api/messages?" + q, {cache: "no-store"});
+  if (!response.ok) { notice("cannot list messages: " + await response.text(), true); return; }
+  const rows = await response.json();
+  const body = document.querySelector("#messages tbody");
+  if (!more) body.replaceChildren();
+  for (const m of rows) {
+    const tr = document.createElement("tr");
+    tr.dataset.id = m.id;
+    tr.append(cell("#" + m.id), cell(m.topic), cell(m.key, "mono"), cell(m.status, m.status === "dead" ? "bad" : m.status === "delivered" ? "ok" : null),
+      cell(m.attempts, "num"), cell(utc(m.created_at)), cell(m.payload_preview, "mono", m.bytes + " bytes, " + m.content_type), cell(m.last_error, "error"));
+    body.appendChild(tr);
+  }
+  if (!body.children.length) { const tr = document.createElement("tr"), td = cell("No messages.", "empty"); td.colSpan = 8; tr.appendChild(td); body.appendChild(tr); }
+  if (rows.length) messagesLast = rows[rows.length - 1].id;
+  document.getElementById("messages-more").hidden = rows.length < 50;
+}
+document.getElementById("messages-filter").addEventListener("submit", e => { e.preventDefault(); listMessages(false); });
+document.getElementById("messages-more").addEventListener("click", () => listMessages(true));
 
 // The jobs of a day, or of a task, filtered and paged by the last row seen.
 let listing = null;

@@ -60,6 +60,7 @@ pub async fn bind(addr: SocketAddr, observed: Arc<Observed>, shutdown: Cancellat
         .route("/api/job", get(views::job))
         .route("/api/changes", get(views::changes))
         .route("/api/chart.svg", get(views::chart))
+        .route("/api/messages", get(views::messages))
         .route("/api/actions/{action}", post(actions::act))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(observed.clone(), paced))

@@ -163,3 +163,32 @@ pub async fn chart(
         Err(e) => failed(crate::db::error_chain(&e)),
     }
 }
+
+#[derive(Deserialize)]
+pub struct MessagesQuery {
+    topic: Option<String>,
+    status: Option<String>,
+    before: Option<i64>,
+}
+
+/// Outbox messages (`almanac outbox`), newest first, by topic and state, paged by id.
+pub async fn messages(
+    State(observed): State<Arc<Observed>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(q): Query<MessagesQuery>,
+) -> Response {
+    let status = q.status.as_deref().filter(|s| !s.is_empty());
+    if status.is_some_and(|s| !["pending", "delivered", "dead", "discarded"].contains(&s)) {
+        return (StatusCode::BAD_REQUEST, "a message's status is pending, delivered, dead or discarded\n").into_response();
+    }
+    let client = match client(&observed, &headers, peer).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
+    let topic = q.topic.as_deref().filter(|t| !t.is_empty());
+    match crate::outbox::operate::list(&client, status, topic, q.before, 50).await {
+        Ok(rows) => Json(rows).into_response(),
+        Err(e) => failed(crate::db::error_chain(&e)),
+    }
+}

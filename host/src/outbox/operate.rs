@@ -56,9 +56,15 @@ pub struct MessageRow {
     pub last_error: Option<String>,
 }
 
-pub async fn list(client: &Client, status: Option<&str>, topic: Option<&str>, limit: i64) -> Result<Vec<MessageRow>, tokio_postgres::Error> {
+pub async fn list(
+    client: &Client,
+    status: Option<&str>,
+    topic: Option<&str>,
+    before: Option<i64>,
+    limit: i64,
+) -> Result<Vec<MessageRow>, tokio_postgres::Error> {
     Ok(client
-        .rows(LIST, &[&status, &topic, &limit])
+        .rows(LIST, &[&status, &topic, &limit, &before])
         .await?
         .iter()
         .map(|r| MessageRow {
