@@ -113,7 +113,9 @@ async fn an_admin_backfills_three_days_after_their_preview_and_the_chart_counts_
     // recorded, and the scheduler catches up with today's alone.
     browser.type_into("#range-to", &from).await;
     browser.click("#cursor-preview").await;
-    browser.wait_text("#range-what", "the cursor's preview", |t| t.contains("moved back") && t.contains("3 started period(s) again (1 new of the first 3")).await;
+    browser
+        .wait_text("#range-what", "the cursor's preview", |t| t.contains("moved back") && t.contains("3 started period(s) again (1 new of the first 3"))
+        .await;
     browser.click("#range-go").await;
     browser.wait_text("#notice", "the cursor moved", |t| t.contains("daily-points: cursor")).await;
     assert_eq!(db.count("SELECT count(*) FROM almanac.changes WHERE action = 'cursor' AND origin LIKE 'console root%'").await, 1);

@@ -546,7 +546,7 @@ pub async fn backfill(database: &super::database::Database, data_dir: &std::path
         bar
     });
     let origin = applied::origin("backfill");
-    let outcome = scheduler::range::backfill(&conn, &host.logins, &plugin, from, to, &options.scheduler, &origin, args.reason.as_deref(), |done, _| {
+    let outcome = scheduler::backfill_recorded(&conn, &host.logins, &plugin, from, to, &options.scheduler, &origin, args.reason.as_deref(), |done, _| {
         if let Some(bar) = &bar {
             bar.set_position(done.generated as u64);
         }

@@ -150,7 +150,13 @@ pub fn svg(chart: &Chart) -> String {
         let _ = write!(s, r#"<g><title>{label}</title>"#);
         let _ = write!(s, r##"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{hg:.1}" fill="#2e7d32"/>"##, base - hg, (step - 1.0).max(1.0));
         if b.bad > 0 {
-            let _ = write!(s, r##"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#c62828"/>"##, base - hg - hb.max(2.0), (step - 1.0).max(1.0), hb.max(2.0));
+            let _ = write!(
+                s,
+                r##"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="#c62828"/>"##,
+                base - hg - hb.max(2.0),
+                (step - 1.0).max(1.0),
+                hb.max(2.0)
+            );
         }
         let _ = write!(s, "</g>");
     }
@@ -192,13 +198,17 @@ mod tests {
     fn bars_cover_the_span_and_fold_minutes_into_their_bar() {
         let now = Utc.with_ymd_and_hms(2026, 12, 7, 12, 7, 30).unwrap();
         let at = |h, m| Utc.with_ymd_and_hms(2026, 12, 7, h, m, 0).unwrap();
-        let day = bars(Span::Day, now, [
-            Bar { at: at(12, 1), good: 5, bad: 1, waited: 3.0 },
-            Bar { at: at(12, 6), good: 2, bad: 0, waited: 9.0 },
-            Bar { at: at(11, 59), good: 7, bad: 0, waited: 0.0 },
-            Bar { at: at(1, 0), good: 99, bad: 0, waited: 0.0 },
-        ]);
-        assert_eq!(day.len(), 96);
+        let day = bars(
+            Span::Day,
+            now,
+            [
+                Bar { at: at(12, 1), good: 5, bad: 1, waited: 3.0 },
+                Bar { at: at(12, 6), good: 2, bad: 0, waited: 9.0 },
+                Bar { at: at(11, 59), good: 7, bad: 0, waited: 0.0 },
+                Bar { at: Utc.with_ymd_and_hms(2026, 12, 6, 12, 0, 0).unwrap(), good: 99, bad: 0, waited: 0.0 },
+            ],
+        );
+        assert_eq!((day.len(), day[0].at), (96, Utc.with_ymd_and_hms(2026, 12, 6, 12, 15, 0).unwrap()));
         assert_eq!(day.last().unwrap(), &Bar { at: at(12, 0), good: 7, bad: 1, waited: 9.0 });
         assert_eq!(day[94], Bar { at: at(11, 45), good: 7, bad: 0, waited: 0.0 });
         assert_eq!(day.iter().map(|b| b.good).sum::<i64>(), 14, "a minute before the span is not drawn");

@@ -106,12 +106,20 @@ pub async fn act(
             return Refusal::Unavailable.into_response();
         };
         if matches!(action, Action::Backfill | Action::Cursor) {
-            return match crate::http::periods::act(&observed, Arc::new(client), action, &request, &origin).await {
-                Ok(outcome) => {
-                    if !outcome.preview {
-                        tracing::info!(action = action.as_str(), %subject, changed = outcome.changed, %origin, "console action");
+            let asked = crate::http::periods::Asked {
+                task: &request.task,
+                from: request.from.as_deref(),
+                to: request.to.as_deref(),
+                reason: request.reason.as_deref(),
+                preview: request.preview,
+            };
+            return match crate::http::periods::act(&observed, Arc::new(client), action, asked, &origin).await {
+                Ok(done) => {
+                    if !request.preview {
+                        tracing::info!(action = action.as_str(), %subject, changed = done.changed, %origin, "console action");
                     }
-                    Json(outcome).into_response()
+                    let crate::http::periods::Done { changed, message, periods } = done;
+                    Json(Outcome { action, subject, changed, preview: request.preview, message, periods }).into_response()
                 }
                 Err((status, message)) => refuse(status, message),
             };

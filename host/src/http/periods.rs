@@ -8,10 +8,10 @@ use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 
 use crate::db::Conn;
-use crate::http::actions::{Outcome, Request};
 use crate::http::observed::Observed;
 use crate::operators::Action;
 use crate::scheduler::range::{self, RangeError};
+use crate::scheduler::BackfillError;
 
 /// Periods a backfill from the console may generate; a longer one is `almanac backfill`'s,
 /// which shows its progress (a request would wait the whole time).
@@ -19,10 +19,25 @@ pub const MOST_PERIODS: usize = 1_000;
 
 type Refused = (StatusCode, String);
 
+/// What the request asks (`http::actions::Request`'s fields for these two actions).
+pub struct Asked<'a> {
+    pub task: &'a str,
+    pub from: Option<&'a str>,
+    pub to: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    pub preview: bool,
+}
+
+/// What it did, or would do.
+pub struct Done {
+    pub changed: i64,
+    pub message: String,
+    pub periods: Option<range::Preview>,
+}
+
 fn refused(e: RangeError) -> Refused {
     match e {
         RangeError::Db(e) => (StatusCode::SERVICE_UNAVAILABLE, crate::db::error_chain(&e)),
-        RangeError::Scheduler(e) => (StatusCode::SERVICE_UNAVAILABLE, crate::db::error_chain(&e)),
         e => (StatusCode::BAD_REQUEST, e.to_string()),
     }
 }
@@ -31,8 +46,8 @@ fn db(e: tokio_postgres::Error) -> Refused {
     refused(RangeError::Db(e))
 }
 
-pub async fn act(observed: &Observed, conn: Arc<Conn>, action: Action, request: &Request, origin: &str) -> Result<Outcome, Refused> {
-    let task = request.task.as_str();
+pub async fn act(observed: &Observed, conn: Arc<Conn>, action: Action, request: Asked<'_>, origin: &str) -> Result<Done, Refused> {
+    let task = request.task;
     let shown = crate::text::printable(task);
     let Some(stored) = crate::scheduler::operate::schedule_of(&*conn, task).await.map_err(db)? else {
         return Err((StatusCode::NOT_FOUND, format!("no task {shown:?}")));
@@ -42,15 +57,15 @@ pub async fn act(observed: &Observed, conn: Arc<Conn>, action: Action, request: 
         Ok(None) => return Err(refused(RangeError::OnDemand { task: task.to_owned() })),
         Err(e) => return Err((StatusCode::CONFLICT, format!("{shown}'s stored schedule cannot be read by this host: {e}"))),
     };
-    let instant = |what: &str, text: &Option<String>| -> Result<DateTime<Utc>, Refused> {
-        let text = text.as_deref().map(str::trim).filter(|t| !t.is_empty()).ok_or_else(|| (StatusCode::BAD_REQUEST, format!("{} needs `{what}`", action.as_str())))?;
+    let instant = |what: &str, text: Option<&str>| -> Result<DateTime<Utc>, Refused> {
+        let text = text.map(str::trim).filter(|t| !t.is_empty()).ok_or_else(|| (StatusCode::BAD_REQUEST, format!("{} needs `{what}`", action.as_str())))?;
         crate::calendar::parse_instant(text, schedule.zone()).map_err(|e| (StatusCode::BAD_REQUEST, format!("{what}: {e}")))
     };
-    let reason = request.reason.as_deref().filter(|r| !r.trim().is_empty());
-    let outcome = |changed: i64, message: String, periods| Outcome { action, subject: task.to_owned(), changed, preview: request.preview, message, periods };
+    let reason = request.reason.filter(|r| !r.trim().is_empty());
+    let outcome = |changed: i64, message: String, periods| Done { changed, message, periods };
     match action {
         Action::Backfill => {
-            let (from, to) = (instant("from", &request.from)?, instant("to", &request.to)?);
+            let (from, to) = (instant("from", request.from)?, instant("to", request.to)?);
             range::check_backfill(&conn, task, &schedule, from, to).await.map_err(refused)?;
             let preview = range::preview(&*conn, task, &schedule, from, to).await.map_err(db)?;
             if request.preview {
@@ -74,13 +89,18 @@ pub async fn act(observed: &Observed, conn: Arc<Conn>, action: Action, request: 
             let Some(plugin) = observed.registry().get(task).cloned() else {
                 return Err((StatusCode::CONFLICT, format!("{shown}'s plugin is not loaded on this host: backfill from a host that serves it")));
             };
-            let done = match range::backfill(&conn, &running.logins, &plugin, from, to, &running.scheduler, origin, reason, |_, _| {}).await {
+            let done = match crate::scheduler::backfill_recorded(&conn, &running.logins, &plugin, from, to, &running.scheduler, origin, reason, |_, _| {}).await
+            {
                 Ok(done) => done,
                 Err(e) => {
                     // A batch that failed may leave its transaction open; the connection
                     // goes back to the listener's pool.
                     let _ = conn.batch_execute("ROLLBACK").await;
-                    return Err(refused(e));
+                    return Err(match e {
+                        BackfillError::Range(e) => refused(e),
+                        BackfillError::Db(e) => db(e),
+                        BackfillError::Scheduler(e) => (StatusCode::INTERNAL_SERVER_ERROR, crate::db::error_chain(&e)),
+                    });
                 }
             };
             let message = format!(
@@ -94,7 +114,7 @@ pub async fn act(observed: &Observed, conn: Arc<Conn>, action: Action, request: 
             Ok(outcome(done.generated as i64, message, None))
         }
         Action::Cursor => {
-            let to = match request.to.as_deref().map(str::trim) {
+            let to = match request.to.map(str::trim) {
                 Some("now") => crate::db::server_now(&conn).await.map_err(db)?,
                 Some(text) if !text.is_empty() => schedule.parse_slot(text).map_err(|e| (StatusCode::BAD_REQUEST, format!("to: {e}")))?,
                 _ => return Err((StatusCode::BAD_REQUEST, "cursor needs `to` (a period, a date, an instant, or now)".into())),

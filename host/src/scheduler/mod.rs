@@ -39,6 +39,7 @@ const PERIOD: &str = include_str!("period.sql");
 const ADD_JOBS: &str = include_str!("add_jobs.sql");
 const MARK_EMPTY: &str = include_str!("mark_empty.sql");
 const SCHEDULE_EXISTS: &str = include_str!("schedule_exists.sql");
+const RECORD_BACKFILL: &str = include_str!("record_backfill.sql");
 
 /// Scheduler settings.
 #[derive(Debug, Clone)]
@@ -291,6 +292,43 @@ async fn generate_slots(
         last = Some(slot.start);
     }
     Ok((outcome, last))
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BackfillError {
+    #[error(transparent)]
+    Range(#[from] range::RangeError),
+    #[error(transparent)]
+    Scheduler(#[from] SchedulerError),
+    #[error(transparent)]
+    Db(#[from] tokio_postgres::Error),
+}
+
+/// Backfill `plugin`'s task over `[from, to)` by the stored schedule, once
+/// [`range::check_backfill`] allows it, and record it (`almanac.changes`, action `backfill`) with
+/// `origin` and `reason`. `progress` sees each committed batch.
+#[allow(clippy::too_many_arguments)]
+pub async fn backfill_recorded(
+    conn: &Arc<Conn>,
+    logins: &Logins,
+    plugin: &Plugin,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    options: &Options,
+    origin: &str,
+    reason: Option<&str>,
+    progress: impl FnMut(&TickOutcome, DateTime<Utc>),
+) -> Result<TickOutcome, BackfillError> {
+    let task = &plugin.spec.name;
+    let Some(schedule) = &plugin.spec.schedule else { return Err(range::RangeError::OnDemand { task: task.clone() }.into()) };
+    range::check_backfill(conn, task, schedule, from, to).await?;
+    let done = backfill(conn, logins, plugin, from, to, options, progress).await?;
+    let after = serde_json::json!({
+        "from": from, "to": to, "generated": done.generated, "empty": done.empty, "skipped": done.skipped,
+        "jobs": done.jobs, "passed_over": done.handled.len(),
+    });
+    conn.exec(RECORD_BACKFILL, &[task, &after, &origin, &reason]).await?;
+    Ok(done)
 }
 
 /// Generate every slot starting in `[from, to)` regardless of cursor and catch-up

@@ -5,14 +5,8 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
-use std::sync::Arc;
-
 use crate::calendar::Schedule;
-use crate::db::{Conn, Sql};
-use crate::login::Logins;
-use crate::plugin::Plugin;
-
-const RECORD_BACKFILL: &str = include_str!("record_backfill.sql");
+use crate::db::Sql;
 
 /// Periods a preview lists; the rest are counted.
 pub const LISTED: usize = 100;
@@ -41,8 +35,6 @@ pub enum RangeError {
     PastHorizon { task: String, from: DateTime<Utc>, horizon: String, oldest: DateTime<Utc> },
     #[error(transparent)]
     Db(#[from] tokio_postgres::Error),
-    #[error(transparent)]
-    Scheduler(#[from] super::SchedulerError),
 }
 
 fn utc(t: DateTime<Utc>) -> String {
@@ -52,7 +44,13 @@ fn utc(t: DateTime<Utc>) -> String {
 /// Whether `schedule` (the plugin's, as this host or file has it) may backfill `task`'s
 /// periods in `[from, to)`: it is the stored schedule every host runs by, the range has
 /// started, and it is within the task's horizon.
-pub async fn check_backfill(client: &tokio_postgres::Client, task: &str, schedule: &Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<(), RangeError> {
+pub async fn check_backfill(
+    client: &tokio_postgres::Client,
+    task: &str,
+    schedule: &Schedule,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<(), RangeError> {
     if let Some(stored) = super::operate::schedule_of(client, task).await? {
         let source = |s: &Schedule| s.business_source().cloned();
         let stored_source = stored.schedule().ok().flatten().as_ref().and_then(source);
@@ -81,33 +79,6 @@ pub async fn check_backfill(client: &tokio_postgres::Client, task: &str, schedul
         }
     }
     Ok(())
-}
-
-/// Backfill `plugin`'s task over `[from, to)` by the stored schedule, once
-/// [`check_backfill`] allows it, and record it (`almanac.changes`, action `backfill`) with
-/// `origin` and `reason`. `progress` sees each committed batch.
-#[allow(clippy::too_many_arguments)]
-pub async fn backfill(
-    conn: &Arc<Conn>,
-    logins: &Logins,
-    plugin: &Plugin,
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    options: &super::Options,
-    origin: &str,
-    reason: Option<&str>,
-    progress: impl FnMut(&super::TickOutcome, DateTime<Utc>),
-) -> Result<super::TickOutcome, RangeError> {
-    let task = &plugin.spec.name;
-    let Some(schedule) = &plugin.spec.schedule else { return Err(RangeError::OnDemand { task: task.clone() }) };
-    check_backfill(conn, task, schedule, from, to).await?;
-    let done = super::backfill(conn, logins, plugin, from, to, options, progress).await?;
-    let after = serde_json::json!({
-        "from": from, "to": to, "generated": done.generated, "empty": done.empty, "skipped": done.skipped,
-        "jobs": done.jobs, "passed_over": done.handled.len(),
-    });
-    conn.exec(RECORD_BACKFILL, &[task, &after, &origin, &reason]).await?;
-    Ok(done)
 }
 
 /// Whether the console may move `task`'s cursor from `cursor` to `to`: back no further
@@ -160,11 +131,7 @@ pub async fn preview(client: &impl Sql, task: &str, schedule: &Schedule, from: D
     let known = super::operate::ledger(client, task, &labels, &[]).await?;
     let periods: Vec<PreviewPeriod> = listed
         .iter()
-        .map(|s| PreviewPeriod {
-            period: s.label.clone(),
-            start: s.start,
-            ledger: known.iter().find(|p| p.period == s.label).map(|p| p.status.clone()),
-        })
+        .map(|s| PreviewPeriod { period: s.label.clone(), start: s.start, ledger: known.iter().find(|p| p.period == s.label).map(|p| p.status.clone()) })
         .collect();
     let total = (listed.len() + rest).min(COUNTED);
     Ok(Preview { from, to, total, more: listed.len() + rest > COUNTED, new: periods.iter().filter(|p| p.ledger.is_none()).count(), periods })
@@ -182,7 +149,13 @@ pub struct CursorPreview {
     pub periods: Preview,
 }
 
-pub async fn cursor_preview(client: &tokio_postgres::Client, task: &str, schedule: &Schedule, cursor: DateTime<Utc>, to: DateTime<Utc>) -> Result<CursorPreview, tokio_postgres::Error> {
+pub async fn cursor_preview(
+    client: &tokio_postgres::Client,
+    task: &str,
+    schedule: &Schedule,
+    cursor: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<CursorPreview, tokio_postgres::Error> {
     let now = crate::db::server_now(client).await?;
     let after = |t: DateTime<Utc>| t + Duration::microseconds(1);
     let back = to < cursor;
