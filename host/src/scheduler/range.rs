@@ -18,11 +18,11 @@ pub enum RangeError {
     #[error("{task} runs on demand: it has no periods to backfill; enqueue its jobs (almanac.enqueue, `almanac enqueue`)")]
     OnDemand { task: String },
     #[error(
-        "{task}: the plugin here says cron {given:?} in {given_zone}, but the schedule every host runs by is cron {stored:?} in {stored_zone}; \
+        "{task}: this folder and file say cron {given:?} in {given_zone}, but the schedule every host runs by is cron {stored:?} in {stored_zone}; \
          a backfill generates by the stored one: `almanac apply` first, or make the file agree"
     )]
     Differs { task: String, given: String, given_zone: String, stored: String, stored_zone: String },
-    #[error("the range ends at {}, in the future; a backfill only generates periods that have started (the schedule does the rest)", utc(*.0))]
+    #[error("the range's end {} is in the future; a backfill only generates periods that have started (the schedule does the rest)", utc(*.0))]
     Future(DateTime<Utc>),
     #[error("the range is empty: it starts at {} and ends at {}", utc(*.0), utc(*.1))]
     Empty(DateTime<Utc>, DateTime<Utc>),
