@@ -53,6 +53,11 @@ async fn an_operator_signs_in_retries_a_failed_job_and_holds_a_task_in_the_brows
     browser.goto(&format!("{base}/#task=daily-points&month=2026-03")).await;
     let day = "#cal-grid button[data-day='2026-03-02']";
     browser.wait_text(day, "the failed day", |t| t.contains("1 failed")).await;
+    // The year strip says March failed, its worst; February is before the task's first period.
+    browser.wait_text("#cal-year button[data-month='2026-03']", "March on the year strip", |t| t == "Mar").await;
+    let states =
+        browser.run_async("arguments[0](Array.from(document.querySelectorAll('#cal-year button')).slice(1, 3).map(b => b.dataset.state).join(' '))").await;
+    assert_eq!(states.as_str(), Some("before failed"), "February and March");
     assert_eq!(browser.text("#cal-grid button[data-day='2026-03-01']").await, "01", "the day before is no period of the task's yet");
     browser.run_async("document.getElementById('calendar-section').scrollIntoView(); arguments[0]()").await;
     browser.screenshot("console-calendar").await;

@@ -17,7 +17,17 @@ async fn an_admin_backfills_three_days_after_their_preview_and_the_chart_counts_
     let db = TestDb::new().await;
     db.accounts(3).await;
     let plugins = plugin_dir(&["daily_points"]);
-    let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0", "--sign-in", "token"]);
+    // Its points read from the host's environment: a secret, which the console shows as
+    // a digest only.
+    let files = tempfile::tempdir().unwrap();
+    let config = files.path().join("almanac.toml");
+    std::fs::write(&config, "[tasks.daily-points.settings]\npoints = \"env:CONSOLE_TEST_POINTS\"\n").unwrap();
+    let mut host = HostProc::spawn_with_env(
+        &db,
+        plugins.path(),
+        &["--listen", "127.0.0.1:0", "--sign-in", "token", "--config", config.to_str().unwrap()],
+        &[("CONSOLE_TEST_POINTS", "10")],
+    );
     let base = format!("http://{}", host.listen_addr().await);
     let root = token(&db, "root", "admin");
     let olga = token(&db, "olga", "operator");
@@ -39,6 +49,8 @@ async fn an_admin_backfills_three_days_after_their_preview_and_the_chart_counts_
     browser.click("#sign-in").await;
     browser.wait_text("#who", "signed in", |t| t == "root (admin)").await;
     browser.goto(&format!("{base}/#task=daily-points")).await;
+    let plugin = browser.wait_text("#plugins tr[data-task='daily-points']", "the plugin's row", |t| t.contains("accounts (writes)")).await;
+    assert!(plugin.contains("points = secret sha256:") && !plugin.contains("= 10"), "{plugin}");
     browser.type_into("#range-from", &from).await;
     browser.type_into("#range-to", &to).await;
     browser.type_into("#range-reason", "the outage of last week").await;

@@ -164,7 +164,11 @@ function render(o) {
   }, "No dead messages.");
   fill("plugins", o.plugins, (p, tr) => {
     tr.dataset.task = p.task;
-    tr.append(cell(p.task), cell(p.version), cell(p.digest, "mono"), cell(p.file, "mono"));
+    const tables = p.tables.map(t => t.name + (t.write ? " (writes)" : " (reads)")).join(", ");
+    const settings = Object.entries(p.settings).map(([k, v]) => k + " = " + v).join("; ");
+    const calls = p.calls.concat(p.enqueues.map(e => "enqueue " + e)).join(", ");
+    tr.append(cell(p.task, null, p.max_attempts + " attempts, " + p.timeout_seconds + " s each"), cell(p.version), cell(p.digest, "mono"), cell(p.file, "mono"),
+      cell(tables || "none", "mono tables"), cell(settings || "none", "mono settings"), cell(calls || "built-ins only", "mono"));
   }, "No plugins loaded.");
   fill("refused", o.refused_deploys, (d, tr) => {
     tr.dataset.task = d.task || "";
@@ -241,6 +245,27 @@ async function calendar() {
   }
   grid.replaceChildren(...cells);
   charts(m.task);
+  yearStrip(m.task, m.month);
+}
+// The year strip: each month coloured by the worst its days hold; a click opens it.
+const monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+async function yearStrip(task, month) {
+  const response = await fetch("/api/year?" + new URLSearchParams({task, year: month.slice(0, 4)}), {cache: "no-store"});
+  if (!response.ok || cal.task !== task) return;
+  const months = await response.json();
+  document.getElementById("cal-year").replaceChildren(...months.map((s, i) => {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "day state-" + s.state;
+    b.dataset.month = s.month;
+    b.dataset.state = s.state;
+    if (s.month === month) b.setAttribute("aria-current", "true");
+    b.textContent = monthNames[i];
+    b.title = s.month + ": " + s.state + (s.jobs ? ", " + s.done + " of " + s.jobs + " jobs done" : "") + (s.failed ? ", " + s.failed + " failed" : "")
+      + (s.missing ? ", " + s.missing + " missing" : "") + (s.empty ? ", " + s.empty + " empty" : "");
+    b.addEventListener("click", () => { cal.month = s.month; calendar(); });
+    return b;
+  }));
 }
 // Charts are SVG images the host draws from its per-minute counters; a new URL every
 // ten seconds redraws them.

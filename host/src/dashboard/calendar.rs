@@ -169,6 +169,50 @@ pub async fn month(client: &Client, task: &str, month: Option<&str>) -> Result<O
     Ok(Some(Month { task: task.to_owned(), zone: zone_name, month: first_day.format("%Y-%m").to_string(), held, paused, on_demand, cursor, days }))
 }
 
+/// One month of a task's year strip: its days' counts summed, and what it says first.
+#[derive(Debug, Serialize)]
+pub struct MonthSummary {
+    /// `YYYY-MM`, in the task's zone.
+    pub month: String,
+    pub state: &'static str,
+    pub jobs: i64,
+    pub done: i64,
+    pub pending: i64,
+    pub failed: i64,
+    pub missing: i64,
+    pub empty: i64,
+    pub skipped: i64,
+}
+
+/// The order a month weighs its days in: what needs someone first (a failure, a missing
+/// or empty period, work waiting), then what is fine.
+const MONTH_FIRST: [&str; 12] = ["failed", "missing", "held", "pending", "partly", "empty", "due", "done", "skipped", "to-come", "before", "none"];
+
+/// Task `task`'s `year` (in its zone) month by month, each as [`month`] computes it; None
+/// if the task has no schedule row.
+pub async fn year(client: &Client, task: &str, year: i32) -> Result<Option<Vec<MonthSummary>>, CalendarError> {
+    if !(1970..=9999).contains(&year) {
+        return Err(CalendarError::Month(year.to_string()));
+    }
+    let mut months = Vec::with_capacity(12);
+    for m in 1..=12 {
+        let Some(month) = month(client, task, Some(&format!("{year:04}-{m:02}"))).await? else { return Ok(None) };
+        let sum = |f: fn(&Day) -> i64| month.days.iter().map(f).sum::<i64>();
+        months.push(MonthSummary {
+            state: MONTH_FIRST.into_iter().find(|s| month.days.iter().any(|d| d.state == *s)).unwrap_or("none"),
+            jobs: sum(|d| d.jobs),
+            done: sum(|d| d.done),
+            pending: sum(|d| d.pending),
+            failed: sum(|d| d.failed),
+            missing: sum(|d| d.missing),
+            empty: sum(|d| d.empty),
+            skipped: sum(|d| d.skipped),
+            month: month.month,
+        });
+    }
+    Ok(Some(months))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,13 +100,46 @@ pub struct Topic {
     pub last_error: Option<String>,
 }
 
-/// A plugin this host serves now.
+/// A plugin this host serves now, with what it declared and the settings it runs with
+/// (a secret, read from the host's environment, as its digest only).
 #[derive(Debug, Serialize)]
 pub struct LoadedPlugin {
     pub task: String,
     pub version: String,
     pub digest: String,
     pub file: String,
+    /// Tables it reads, and `write` if it also writes them.
+    pub tables: Vec<DeclaredTable>,
+    /// Functions it declares it calls; tasks it enqueues into.
+    pub calls: Vec<String>,
+    pub enqueues: Vec<String>,
+    pub settings: std::collections::BTreeMap<String, String>,
+    pub max_attempts: u32,
+    pub timeout_seconds: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeclaredTable {
+    pub name: String,
+    pub write: bool,
+}
+
+impl LoadedPlugin {
+    fn of(p: &crate::plugin::Plugin) -> LoadedPlugin {
+        let spec = &p.spec;
+        LoadedPlugin {
+            task: p.name().to_owned(),
+            version: spec.version.clone(),
+            digest: p.digest.clone(),
+            file: p.path.display().to_string(),
+            tables: spec.tables.iter().map(|t| DeclaredTable { name: t.name.clone(), write: t.write }).collect(),
+            calls: spec.calls.clone(),
+            enqueues: spec.enqueues.clone(),
+            settings: p.settings().shown(p.name()),
+            max_attempts: spec.max_attempts,
+            timeout_seconds: spec.timeout.as_secs_f64(),
+        }
+    }
 }
 
 pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, tokio_postgres::Error> {
@@ -151,10 +184,7 @@ pub async fn overview(client: &Client, registry: &Registry) -> Result<Overview, 
             })
             .collect(),
         dead_messages,
-        plugins: registry
-            .iter()
-            .map(|p| LoadedPlugin { task: p.name().to_owned(), version: p.spec.version.clone(), digest: p.digest.clone(), file: p.path.display().to_string() })
-            .collect(),
+        plugins: registry.iter().map(|p| LoadedPlugin::of(p)).collect(),
         hosts,
         refused_deploys,
         refused_deploys_total,

@@ -56,6 +56,7 @@ pub async fn bind(addr: SocketAddr, observed: Arc<Observed>, shutdown: Cancellat
         .route("/api/session", get(signin::session))
         .route("/api/overview", get(overview))
         .route("/api/calendar", get(views::month))
+        .route("/api/year", get(views::year))
         .route("/api/jobs", get(views::list))
         .route("/api/job", get(views::job))
         .route("/api/changes", get(views::changes))

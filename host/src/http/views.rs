@@ -7,7 +7,7 @@ use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Utc};
 use serde::Deserialize;
 
 use crate::dashboard::{calendar, charts, jobs};
@@ -30,8 +30,47 @@ pub struct MonthQuery {
     month: Option<String>,
 }
 
-/// Calendar answers kept at most (one per task and month asked for).
+#[derive(Deserialize)]
+pub struct YearQuery {
+    task: String,
+    year: Option<i32>,
+}
+
+/// Calendar answers kept at most (one per task and month or year asked for).
 const CALENDARS_KEPT: usize = 256;
+
+/// A calendar answer (a month, a year strip) for `key`: the one made less than a second ago,
+/// else `make`'s, kept. One is made at a time: the others wait for it, then share it.
+async fn calendar_answer<T: serde::Serialize>(
+    observed: &Observed,
+    task: &str,
+    key: (String, Option<String>),
+    make: impl AsyncFnOnce(&crate::db::Conn) -> Result<Option<T>, calendar::CalendarError>,
+) -> Response {
+    let json = |body: axum::body::Bytes| ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response();
+    let mut cached = observed.calendars.lock().await;
+    if let Some((_, body)) = cached.get(&key).filter(|(at, _)| at.elapsed() < crate::http::observed::FRESH) {
+        return json(body.clone());
+    }
+    let Some(client) = observed.client().await else {
+        return Refusal::Unavailable.into_response();
+    };
+    match make(&client).await {
+        Ok(Some(answer)) => {
+            let body = axum::body::Bytes::from(serde_json::to_vec(&answer).unwrap_or_default());
+            if cached.len() >= CALENDARS_KEPT {
+                cached.clear();
+            }
+            cached.insert(key, (std::time::Instant::now(), body.clone()));
+            json(body)
+        }
+        Ok(None) => (StatusCode::NOT_FOUND, format!("no task {:?}\n", crate::text::printable(task))).into_response(),
+        Err(calendar::CalendarError::Month(m)) => {
+            (StatusCode::BAD_REQUEST, format!("a month is YYYY-MM and a year 1970 to 9999, not {:?}\n", crate::text::printable(&m))).into_response()
+        }
+        Err(e) => failed(crate::db::error_chain(&e)),
+    }
+}
 
 pub async fn month(
     State(observed): State<Arc<Observed>>,
@@ -42,30 +81,23 @@ pub async fn month(
     if let Err(refused) = observed.caller(&headers, peer.ip()).await {
         return refused.into_response();
     }
-    let json = |body: axum::body::Bytes| ([(axum::http::header::CONTENT_TYPE, "application/json")], body).into_response();
     let key = (q.task.clone(), q.month.clone());
-    let mut cached = observed.calendars.lock().await;
-    if let Some((_, body)) = cached.get(&key).filter(|(at, _)| at.elapsed() < crate::http::observed::FRESH) {
-        return json(body.clone());
+    calendar_answer(&observed, &q.task, key, async |client| calendar::month(client, &q.task, q.month.as_deref()).await).await
+}
+
+/// A task's year strip: each month's worst state and counts.
+pub async fn year(
+    State(observed): State<Arc<Observed>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Query(q): Query<YearQuery>,
+) -> Response {
+    if let Err(refused) = observed.caller(&headers, peer.ip()).await {
+        return refused.into_response();
     }
-    let Some(client) = observed.client().await else {
-        return Refusal::Unavailable.into_response();
-    };
-    match calendar::month(&client, &q.task, q.month.as_deref()).await {
-        Ok(Some(month)) => {
-            let body = axum::body::Bytes::from(serde_json::to_vec(&month).unwrap_or_default());
-            if cached.len() >= CALENDARS_KEPT {
-                cached.clear();
-            }
-            cached.insert(key, (std::time::Instant::now(), body.clone()));
-            json(body)
-        }
-        Ok(None) => (StatusCode::NOT_FOUND, format!("no task {:?}\n", crate::text::printable(&q.task))).into_response(),
-        Err(calendar::CalendarError::Month(m)) => {
-            (StatusCode::BAD_REQUEST, format!("a month is YYYY-MM, not {:?}\n", crate::text::printable(&m))).into_response()
-        }
-        Err(e) => failed(crate::db::error_chain(&e)),
-    }
+    let year = q.year.unwrap_or_else(|| Utc::now().year());
+    let key = (q.task.clone(), Some(format!("year {year}")));
+    calendar_answer(&observed, &q.task, key, async |client| calendar::year(client, &q.task, year).await).await
 }
 
 pub async fn list(
