@@ -59,6 +59,8 @@ async fn an_operator_signs_in_retries_a_failed_job_and_holds_a_task_in_the_brows
         browser.run_async("arguments[0](Array.from(document.querySelectorAll('#cal-year button')).slice(1, 3).map(b => b.dataset.state).join(' '))").await;
     assert_eq!(states.as_str(), Some("before failed"), "February and March");
     assert_eq!(browser.text("#cal-grid button[data-day='2026-03-01']").await, "01", "the day before is no period of the task's yet");
+    let shown = browser.run_async("arguments[0](document.getElementById('range-form').offsetParent !== null)").await;
+    assert_eq!(shown.as_bool(), Some(false), "an operator is offered no backfill or cursor move");
     browser.run_async("document.getElementById('calendar-section').scrollIntoView(); arguments[0]()").await;
     browser.screenshot("console-calendar").await;
     browser.click(day).await;
