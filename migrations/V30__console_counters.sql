@@ -12,8 +12,10 @@
 -- partition, which changes no count): an insert or delete adds its rows per period, an
 -- UPDATE the status changes it made. A claim marks its jobs done and a failure in the same
 -- transaction moves one back (same now(), same minute), so the host's own statements never
--- take a minute's net `done` below zero; `failed` counts jobs that became failed (a later
--- retry does not take a past failure back).
+-- take a minute's net `done` below zero. A minute's `failed` is the failed attempts
+-- recorded in it (almanac.attempts, errors and crashes: jobs that will retry and jobs that
+-- failed for good; an interruption by the database is no failure), counted as they are
+-- inserted: a later retry does not take a past failure back.
 
 CREATE TABLE almanac.slot_counts (
     task      text        NOT NULL,
@@ -85,9 +87,9 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- The status changes an UPDATE made, per period and per minute: each row as it became
--- counted +1, as it was -1, so a row whose status stayed adds nothing (and a statement
--- that changed no status, no counter row). Failures are the rows that became failed.
+-- The status changes an UPDATE made, per period, and the jobs that became done per
+-- minute: each row as it became counted +1, as it was -1, so a row whose status stayed
+-- adds nothing (and a statement that changed no status, no counter row).
 CREATE FUNCTION almanac.count_job_changes() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -95,35 +97,43 @@ BEGIN
         SELECT task, slot, status, 1 AS n FROM changed_to
         UNION ALL
         SELECT task, slot, status, -1 FROM changed_from
+    ), per_slot AS (
+        SELECT task, slot,
+               coalesce(sum(n) FILTER (WHERE status = 'pending'), 0) AS p,
+               coalesce(sum(n) FILTER (WHERE status = 'done'), 0) AS d,
+               coalesce(sum(n) FILTER (WHERE status = 'failed'), 0) AS f,
+               coalesce(sum(n) FILTER (WHERE status = 'discarded'), 0) AS x
+        FROM delta GROUP BY 1, 2
     ), periods AS (
         INSERT INTO almanac.slot_counts (task, slot, pending, done, failed, discarded)
-        SELECT task, slot, p, d, f, x
-        FROM (SELECT task, slot,
-                     coalesce(sum(n) FILTER (WHERE status = 'pending'), 0) AS p,
-                     coalesce(sum(n) FILTER (WHERE status = 'done'), 0) AS d,
-                     coalesce(sum(n) FILTER (WHERE status = 'failed'), 0) AS f,
-                     coalesce(sum(n) FILTER (WHERE status = 'discarded'), 0) AS x
-              FROM delta GROUP BY 1, 2) per_slot
-        WHERE (p, d, f, x) <> (0, 0, 0, 0)
-    ), minutes AS (
-        SELECT d.task,
-               coalesce(sum(d.n) FILTER (WHERE d.status = 'done'), 0) AS done,
-               (SELECT count(*) FROM changed_to t
-                 WHERE t.task = d.task AND t.status = 'failed'
-                   AND NOT EXISTS (SELECT 1 FROM changed_from o
-                                    WHERE o.task = t.task AND o.slot = t.slot AND o.key = t.key AND o.status = 'failed')) AS failed
-        FROM delta d GROUP BY d.task
+        SELECT task, slot, p, d, f, x FROM per_slot WHERE (p, d, f, x) <> (0, 0, 0, 0)
     )
-    INSERT INTO almanac.task_minutes (task, minute, done, failed)
-    SELECT task, date_trunc('minute', now(), 'UTC'), done, failed
-    FROM minutes
-    WHERE (done, failed) <> (0, 0);
+    INSERT INTO almanac.task_minutes (task, minute, done)
+    SELECT task, date_trunc('minute', now(), 'UTC'), sum(d)
+    FROM per_slot
+    GROUP BY task
+    HAVING sum(d) <> 0;
     RETURN NULL;
 END $$;
 
 CREATE TRIGGER jobs_count_updated AFTER UPDATE ON almanac.jobs
     REFERENCING OLD TABLE AS changed_from NEW TABLE AS changed_to
     FOR EACH STATEMENT EXECUTE FUNCTION almanac.count_job_changes();
+
+-- The failed attempts a statement recorded, per task and minute.
+CREATE FUNCTION almanac.count_attempts() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO almanac.task_minutes (task, minute, failed)
+    SELECT task, date_trunc('minute', now(), 'UTC'), count(*)
+    FROM recorded
+    WHERE kind <> 'transient'
+    GROUP BY task;
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER attempts_count_failed AFTER INSERT ON almanac.attempts
+    REFERENCING NEW TABLE AS recorded FOR EACH STATEMENT EXECUTE FUNCTION almanac.count_attempts();
 
 -- As V9's, and the dropped month's periods leave their counters too.
 CREATE OR REPLACE FUNCTION almanac.drop_job_partition(part regclass) RETURNS bigint

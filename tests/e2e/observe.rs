@@ -237,7 +237,9 @@ async fn the_dashboard_shows_schedules_counts_failures_and_plugins_in_a_browser(
     assert_eq!(failures.matches("<tr").count(), 4, "a header and one row per job: {}", text_of(failures));
     assert!(text_of(failures).contains("f12done since"), "the flaky job's two failures in one row: {}", text_of(failures));
     let plugin = row(&dom, "plugins", "daily-points");
-    assert_eq!(plugin[..3], ["daily-points", "0.1.0", &file_digest("daily_points")], "{plugin:?}");
+    // Its limits under its name, then what it declared and the settings it runs with.
+    assert_eq!(plugin[..3], ["daily-points5 attempts, 30 s each", "0.1.0", &file_digest("daily_points")], "{plugin:?}");
+    assert_eq!(plugin[4..], ["accounts (writes), points_ledger (writes)", "points = 10", "built-ins only"], "{plugin:?}");
     let refused = row(&dom, "refused", "");
     assert!(refused[3].contains("broken.wasm") && refused[4] == "nothing" && !refused[5].is_empty(), "{refused:?}");
 

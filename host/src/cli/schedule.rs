@@ -584,13 +584,13 @@ pub async fn backfill(database: &super::database::Database, data_dir: &std::path
 fn print_preview(preview: &scheduler::range::Preview, task: &str, what: &str) {
     let more = if preview.more { "more than " } else { "" };
     println!(
-        "{what} {task} [{} .. {}): {more}{} period(s); of the first {}, {} new (generated) and {} in the ledger already (passed over)",
+        "{what} {task} [{} .. {}): {more}{} period(s), {} new (generated) and {} in the ledger already (passed over); the first {}:",
         utc(preview.from),
         utc(preview.to),
         preview.total,
-        preview.periods.len(),
         preview.new,
-        preview.periods.len() - preview.new
+        preview.total - preview.new,
+        preview.periods.len()
     );
     for p in &preview.periods {
         println!("  {:<28} {}  {}", p.period, utc(p.start), p.ledger.as_deref().map_or("new".to_owned(), |l| format!("passed over ({l})")));

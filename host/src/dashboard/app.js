@@ -211,7 +211,7 @@ function shiftMonth(delta) {
 const said = {
   done: d => d.done + "/" + d.jobs + " done", partly: d => d.done + "/" + d.jobs + " done", pending: d => d.pending + " pending",
   held: d => "held: " + d.pending + " wait", failed: d => d.failed + " failed", missing: d => "MISSING " + d.missing,
-  empty: () => "EMPTY: no keys", skipped: d => "skipped", "to-come": () => "to come", due: () => "due", before: () => "", none: () => "",
+  empty: () => "EMPTY: no keys", skipped: d => "skipped" + (d.reason ? ": " + d.reason : ""), "to-come": () => "to come", due: () => "due", before: () => "", none: () => "",
 };
 async function calendar() {
   if (!cal.task) return;

@@ -92,12 +92,14 @@ fn state(d: &Day, held: bool) -> &'static str {
         _ if d.missing > 0 => "missing",
         _ if d.pending > 0 && held => "held",
         _ if d.pending > 0 => "pending",
+        // An empty period (its plan returned no keys) or one past due must not hide
+        // behind the done ones of the same day.
+        _ if d.empty > 0 => "empty",
+        _ if d.due > 0 => "due",
         _ if d.jobs > 0 && d.done == d.jobs => "done",
         _ if d.jobs > 0 => "partly",
-        _ if d.empty > 0 => "empty",
         _ if d.skipped > 0 => "skipped",
         _ if d.to_come > 0 => "to-come",
-        _ if d.due > 0 => "due",
         _ if d.expected > 0 => "before",
         _ => "none",
     }
@@ -186,7 +188,7 @@ pub struct MonthSummary {
 
 /// The order a month weighs its days in: what needs someone first (a failure, a missing
 /// or empty period, work waiting), then what is fine.
-const MONTH_FIRST: [&str; 12] = ["failed", "missing", "held", "pending", "partly", "empty", "due", "done", "skipped", "to-come", "before", "none"];
+const MONTH_FIRST: [&str; 12] = ["failed", "missing", "held", "pending", "empty", "due", "partly", "done", "skipped", "to-come", "before", "none"];
 
 /// Task `task`'s `year` (in its zone) month by month, each as [`month`] computes it; None
 /// if the task has no schedule row.
@@ -227,6 +229,7 @@ mod tests {
         assert_eq!(day(|d| (d.jobs, d.done, d.failed) = (3, 2, 1)), "failed");
         assert_eq!(day(|d| (d.expected, d.missing) = (1, 1)), "missing");
         assert_eq!(day(|d| (d.jobs, d.done) = (3, 3)), "done");
+        assert_eq!(day(|d| (d.jobs, d.done, d.expected, d.empty) = (3, 3, 2, 1)), "empty", "an empty period is not hidden by a done one");
         assert_eq!(day(|d| (d.jobs, d.done, d.discarded) = (3, 2, 1)), "partly");
         assert_eq!(day(|d| (d.expected, d.generated, d.empty) = (1, 0, 1)), "empty");
         assert_eq!(day(|d| (d.expected, d.to_come) = (1, 1)), "to-come");

@@ -68,27 +68,27 @@ pub async fn act(observed: &Observed, conn: Arc<Conn>, action: Action, request: 
             let (from, to) = (instant("from", request.from)?, instant("to", request.to)?);
             range::check_backfill(&conn, task, &schedule, from, to).await.map_err(refused)?;
             let preview = range::preview(&*conn, task, &schedule, from, to).await.map_err(db)?;
-            if request.preview {
-                let more = if preview.more { "more than " } else { "" };
-                let message = format!(
-                    "a backfill of {shown} would consider {more}{} period(s): of the first {}, {} new, {} in the ledger already (passed over)",
-                    preview.total,
-                    preview.periods.len(),
-                    preview.new,
-                    preview.periods.len() - preview.new
-                );
-                return Ok(outcome(preview.new as i64, message, Some(preview)));
-            }
+            // What the confirmation would refuse is refused at the preview already.
             if preview.total > MOST_PERIODS {
+                let more = if preview.more { "more than " } else { "" };
                 return Err((
                     StatusCode::BAD_REQUEST,
-                    format!("{} periods: the console backfills {MOST_PERIODS} at most; run `almanac backfill {task}` for more", preview.total),
+                    format!("{more}{} periods: the console backfills {MOST_PERIODS} at most; run `almanac backfill {task}` for more", preview.total),
                 ));
             }
             let running = observed.running.get().ok_or_else(|| (StatusCode::SERVICE_UNAVAILABLE, "the host is starting".to_owned()))?;
             let Some(plugin) = observed.registry().get(task).cloned() else {
                 return Err((StatusCode::CONFLICT, format!("{shown}'s plugin is not loaded on this host: backfill from a host that serves it")));
             };
+            if request.preview {
+                let message = format!(
+                    "a backfill of {shown} would consider {} period(s): {} new, {} in the ledger already (passed over)",
+                    preview.total,
+                    preview.new,
+                    preview.total - preview.new
+                );
+                return Ok(outcome(preview.new as i64, message, Some(preview)));
+            }
             let done = match crate::scheduler::backfill_recorded(&conn, &running.logins, &plugin, from, to, &running.scheduler, origin, reason, |_, _| {}).await
             {
                 Ok(done) => done,
@@ -126,10 +126,8 @@ pub async fn act(observed: &Observed, conn: Arc<Conn>, action: Action, request: 
                 let more = if p.more { "more than " } else { "" };
                 let message = match moved.back {
                     true => format!(
-                        "moved back, {shown}'s scheduler would consider {more}{} started period(s) again ({} new of the first {}; its catch-up policy applies)",
-                        p.total,
-                        p.new,
-                        p.periods.len()
+                        "moved back, {shown}'s scheduler would consider {more}{} started period(s) again ({} new; its catch-up policy applies)",
+                        p.total, p.new
                     ),
                     false => format!("moved forward, {more}{} period(s) of {shown} ({} never generated) would be passed over for good", p.total, p.new),
                 };

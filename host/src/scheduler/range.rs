@@ -8,6 +8,8 @@ use serde::Serialize;
 use crate::calendar::Schedule;
 use crate::db::Sql;
 
+const LEDGER_BETWEEN: &str = include_str!("ledger_between.sql");
+
 /// Periods a preview lists; the rest are counted.
 pub const LISTED: usize = 100;
 /// Periods a preview counts at most (a minutely schedule over a long range has millions).
@@ -109,7 +111,7 @@ pub struct Preview {
     /// Periods in the range (at most [`COUNTED`]; `more` says there are more).
     pub total: usize,
     pub more: bool,
-    /// Of the listed ones, those the ledger lacks: what would be generated.
+    /// Of them, those the ledger lacks: what would be generated.
     pub new: usize,
     /// The first [`LISTED`] periods.
     pub periods: Vec<PreviewPeriod>,
@@ -126,15 +128,24 @@ pub struct PreviewPeriod {
 pub async fn preview(client: &impl Sql, task: &str, schedule: &Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> Result<Preview, tokio_postgres::Error> {
     let mut slots = schedule.slots_after(from - Duration::microseconds(1)).take_while(|s| s.start < to);
     let listed: Vec<_> = slots.by_ref().take(LISTED).collect();
-    let rest = slots.take(COUNTED - listed.len() + 1).count();
+    let mut rest = slots.take(COUNTED - listed.len() + 1).peekable();
+    // The periods past the listed ones are counted, and those of them the ledger has by
+    // the range of instants they are keyed at.
+    let rest_from = rest.peek().map(|s| s.start);
+    let rest = rest.count();
     let labels: Vec<String> = listed.iter().map(|s| s.label.clone()).collect();
     let known = super::operate::ledger(client, task, &labels, &[]).await?;
     let periods: Vec<PreviewPeriod> = listed
         .iter()
         .map(|s| PreviewPeriod { period: s.label.clone(), start: s.start, ledger: known.iter().find(|p| p.period == s.label).map(|p| p.status.clone()) })
         .collect();
+    let rest_known = match rest_from {
+        Some(at) => client.one(LEDGER_BETWEEN, &[&task, &at, &to]).await?.get::<_, i64>(0) as usize,
+        None => 0,
+    };
     let total = (listed.len() + rest).min(COUNTED);
-    Ok(Preview { from, to, total, more: listed.len() + rest > COUNTED, new: periods.iter().filter(|p| p.ledger.is_none()).count(), periods })
+    let new = periods.iter().filter(|p| p.ledger.is_none()).count() + rest.min(COUNTED - listed.len()).saturating_sub(rest_known);
+    Ok(Preview { from, to, total, more: listed.len() + rest > COUNTED, new, periods })
 }
 
 /// What moving a cursor from `cursor` to `to` would do. Back: the periods after `to`
