@@ -38,6 +38,12 @@ impl Span {
         }
     }
 
+    /// When the span's first bar starts, the last being the one `now` is in.
+    fn first(self, now: DateTime<Utc>) -> DateTime<Utc> {
+        let (width, count) = self.bars();
+        now.duration_trunc(width).unwrap_or(now) - width * (count as i32 - 1)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Span::Hour => "last hour",
@@ -71,8 +77,7 @@ pub struct Chart {
 /// The span's bars from `rows` of (start, good, bad, waited), ending with the one now is in.
 fn bars(span: Span, now: DateTime<Utc>, rows: impl IntoIterator<Item = Bar>) -> Vec<Bar> {
     let (width, count) = span.bars();
-    let last = now.duration_trunc(width).unwrap_or(now);
-    let first = last - width * (count as i32 - 1);
+    let first = span.first(now);
     let mut out: Vec<Bar> = (0..count).map(|i| Bar { at: first + width * i as i32, ..Bar::default() }).collect();
     for r in rows {
         let i = (r.at - first).num_seconds().div_euclid(width.num_seconds());
@@ -89,9 +94,8 @@ fn bars(span: Span, now: DateTime<Utc>, rows: impl IntoIterator<Item = Bar>) -> 
 
 async fn read(client: &Client, sql: &str, subject: &str, span: Span) -> Result<Vec<Bar>, tokio_postgres::Error> {
     let now = Utc::now();
-    let (width, count) = span.bars();
-    let from = now.duration_trunc(width).unwrap_or(now) - width * (count as i32 - 1);
-    let seconds = width.num_seconds() as f64;
+    let from = span.first(now);
+    let seconds = span.bars().0.num_seconds() as f64;
     let rows = client.rows(sql, &[&subject, &from, &seconds]).await?;
     Ok(bars(span, now, rows.iter().map(|r| Bar { at: r.get(0), good: r.get(1), bad: r.get(2), waited: r.get(3) })))
 }
