@@ -93,6 +93,32 @@ async fn an_admin_backfills_three_days_after_their_preview_and_the_chart_counts_
         (r.status().as_u16(), r.text().await.unwrap())
     };
     assert_eq!((status, text.trim()), (400, "a chart's span is hour or day"));
+    // Hostile or malformed parameters: refused with a reason, or answered as text; SQL in
+    // a name is a value, never a statement.
+    let get = {
+        let (http, bearer, base) = (http.clone(), bearer.clone(), base.clone());
+        move |path: String| {
+            let (http, bearer, url) = (http.clone(), bearer.clone(), format!("{base}{path}"));
+            async move {
+                let r = http.get(url).header("authorization", &bearer).send().await.unwrap();
+                (r.status().as_u16(), r.text().await.unwrap())
+            }
+        }
+    };
+    let (status, text) = get("/api/calendar?task=daily-points&month=garbage".into()).await;
+    assert_eq!((status, text.trim()), (400, r#"a month is YYYY-MM and a year 1970 to 9999, not "garbage""#));
+    assert_eq!(get("/api/year?task=daily-points&year=99999".into()).await.0, 400);
+    assert_eq!(get("/api/messages?status=gone".into()).await.0, 400);
+    assert_eq!(get(format!("/api/year?task=no-such-task&year={}", &from[..4])).await.0, 404);
+    let hostile = "x'); DROP TABLE accounts; --<script>";
+    let (status, svg) = get(format!(
+        "/api/chart.svg?task={}&span=day",
+        hostile.replace(' ', "%20").replace(';', "%3B").replace('<', "%3C").replace('>', "%3E").replace('\'', "%27")
+    ))
+    .await;
+    assert_eq!(status, 200, "{svg}");
+    assert!(svg.contains("x&#39;); DROP TABLE accounts; --&lt;script&gt;, last day: 0 done, 0 failed") && !svg.contains("<script"), "{svg}");
+    assert_eq!(db.count("SELECT count(*) FROM accounts").await, 3, "the accounts are still there");
 
     // An operator may not backfill or move a cursor; the page offers neither.
     let send = |action: &'static str, token: String, body: String| {
