@@ -66,6 +66,11 @@ async fn an_operator_signs_in_retries_a_failed_job_and_holds_a_task_in_the_brows
     browser.click(day).await;
     browser.click("#jobs tr[data-key='1']").await;
     browser.wait_text("#attempts", "the job's attempt", |t| t.contains("error") && t.contains("violates check constraint \"cap\"")).await;
+    // Made by this host (its heartbeat's id), with the plugin's digest.
+    let made = "SELECT h.id, a.plugin_digest FROM almanac.attempts a JOIN almanac.hosts h ON h.id = a.host";
+    let (ran_by, digest): (String, String) = db.client.query_one(made, &[]).await.map(|r| (r.get(0), r.get(1))).unwrap();
+    let attempt = browser.text("#attempts tbody tr").await;
+    assert!(attempt.contains(&ran_by) && attempt.contains(&digest[..12]), "{attempt}");
     browser.screenshot("console-job").await;
     db.client.batch_execute("ALTER TABLE accounts DROP CONSTRAINT cap").await.unwrap();
     browser.click(&retry).await;

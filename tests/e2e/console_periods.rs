@@ -161,3 +161,57 @@ async fn an_admin_backfills_three_days_after_their_preview_and_the_chart_counts_
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs").await, 12, "log:\n{}", host.log());
     host.stop().await;
 }
+
+/// A backfill from the console holds one of the listener's two connections while it runs:
+/// a second one is refused until it ends, so pages keep the other.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_console_backfill_is_refused_while_one_runs_and_pages_still_load() {
+    let db = TestDb::new().await;
+    db.accounts(2).await;
+    let plugins = plugin_dir(&["daily_points"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0", "--sign-in", "token"]);
+    let base = format!("http://{}", host.listen_addr().await);
+    let root = token(&db, "root", "admin");
+    db.wait_count("SELECT count(*) FROM almanac.schedules WHERE task = 'daily-points'", 1, Duration::from_secs(60)).await;
+    let day = |back: i32| format!("(now() AT TIME ZONE 'Asia/Shanghai')::date - {back}");
+    let days: (String, String, String) = db
+        .client
+        .query_one(&format!("SELECT to_char({}, 'YYYY-MM-DD'), to_char({}, 'YYYY-MM-DD'), to_char({}, 'YYYY-MM-DD')", day(6), day(4), day(2)), &[])
+        .await
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .unwrap();
+    let http = reqwest::Client::new();
+    let backfill = |from: String, to: String| {
+        let (http, base, root) = (http.clone(), base.clone(), root.clone());
+        async move {
+            let r = http
+                .post(format!("{base}/api/actions/backfill"))
+                .header("authorization", format!("Bearer {root}"))
+                .header("content-type", "application/json")
+                .body(format!(r#"{{"task": "daily-points", "from": "{from}", "to": "{to}"}}"#))
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    // The ledger locked by another session: the first backfill waits on it, mid-run.
+    let locker = crate::support::connect(&db.url).await;
+    locker.batch_execute("BEGIN; LOCK almanac.slots IN SHARE ROW EXCLUSIVE MODE").await.unwrap();
+    let first = tokio::spawn(backfill(days.0.clone(), days.1.clone()));
+    let waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'almanac.slots'::regclass";
+    db.wait_count(waiting, 1, Duration::from_secs(30)).await;
+    // Without the gate, these would wait on the lock, or for a connection.
+    let soon = Duration::from_secs(10);
+    let (status, text) = tokio::time::timeout(soon, backfill(days.1.clone(), days.2.clone())).await.expect("the second backfill answers at once");
+    assert_eq!((status, text.trim()), (409, "another backfill from the console is running on this host: wait for it to end, or use `almanac backfill`"));
+    let overview = http.get(format!("{base}/api/overview")).header("authorization", format!("Bearer {root}")).timeout(soon).send().await.unwrap();
+    assert_eq!(overview.status().as_u16(), 200, "a page loads while the backfill waits");
+    locker.batch_execute("COMMIT").await.unwrap();
+    let (status, text) = first.await.unwrap();
+    assert!(status == 200 && text.contains("2 period(s) generated"), "{status} {text}");
+    // Its turn over, the next one runs.
+    let (status, text) = backfill(days.1, days.2).await;
+    assert!(status == 200 && text.contains("2 period(s) generated"), "{status} {text}\nlog:\n{}", host.log());
+    host.stop().await;
+}

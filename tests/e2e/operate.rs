@@ -68,6 +68,8 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
     assert_eq!(code, 0);
     assert_eq!(out.trim(), "1 failed job(s) of fixture-permanent back to pending; their earlier attempts stay in almanac.attempts");
     db.wait_count("SELECT count(*) FROM almanac.attempts WHERE key = 'p1'", 2, Duration::from_secs(30)).await;
+    // Each names the host whose claim held the job.
+    assert_eq!(db.count("SELECT count(*) FROM almanac.attempts WHERE key = 'p1' AND host IN (SELECT id FROM almanac.hosts)").await, 2);
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE key = 'p1' AND status = 'failed' AND retries = 1 AND attempts = 1", 1, Duration::from_secs(30))
         .await;
     host.stop().await;

@@ -48,6 +48,8 @@ async fn deadlocks_between_workers_never_fail_a_job_with_one_attempt() {
     let deadlocks = db.count("SELECT count(*) FROM almanac.attempts WHERE kind = 'transient' AND error LIKE 'database error 40P01:%'").await;
     assert!(deadlocks > 0, "no deadlock: the test did not exercise what it tests; log:\n{}", host.log());
     assert_eq!(db.count("SELECT count(*) FROM almanac.attempts WHERE kind <> 'transient'").await, 0);
+    let stray = format!("SELECT count(*) FROM almanac.attempts WHERE host IS NULL OR host NOT LIKE '% pid {}'", host.pid());
+    assert_eq!(db.count(&stray).await, 0, "each attempt names the host that ran it");
     assert_eq!(db.count("SELECT sum(transients) FROM almanac.jobs").await, deadlocks);
     db.counts_agree().await;
     // `almanac jobs --attempts` shows an interrupted job's history as what it was.
@@ -89,6 +91,8 @@ async fn a_server_crash_under_running_jobs_counts_neither_attempts_nor_crashes()
     assert_eq!(jobs, 4, "each job: one attempt, no crash, one interruption; seen {spread}; log:\n{}", host.log());
     assert_eq!(db.count("SELECT count(*) FROM almanac.attempts WHERE kind = 'transient' AND attempt = 1").await, 4);
     assert_eq!(db.count("SELECT count(*) FROM almanac.attempts WHERE kind <> 'transient'").await, 0);
+    let stray = format!("SELECT count(*) FROM almanac.attempts WHERE host IS NULL OR host NOT LIKE '% pid {}'", host.pid());
+    assert_eq!(db.count(&stray).await, 0, "each attempt names the host that ran it");
     assert!(host.is_running(), "log:\n{}", host.log());
     host.stop().await;
 }

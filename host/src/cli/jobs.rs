@@ -85,14 +85,15 @@ async fn attempts(client: &tokio_postgres::Client, task: &str, key: &str, limit:
         println!("no recorded attempts of task {task:?} key {:?} (a job done at its first attempt has none)", almanac::text::printable(key));
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{:<20} {:>7} {:<9} {:<20}  ERROR", "SLOT (UTC)", "ATTEMPT", "KIND", "AT (UTC)");
+    println!("{:<20} {:>7} {:<9} {:<20} {:<24}  ERROR", "SLOT (UTC)", "ATTEMPT", "KIND", "AT (UTC)", "HOST");
     for a in rows {
         println!(
-            "{:<20} {:>7} {:<9} {:<20}  {}",
+            "{:<20} {:>7} {:<9} {:<20} {:<24}  {}",
             a.slot.format("%Y-%m-%d %H:%M:%S"),
             a.attempt,
             a.kind,
             a.failed_at.format("%Y-%m-%d %H:%M:%S"),
+            almanac::text::printable(a.host.as_deref().unwrap_or("-")),
             almanac::text::printable(&a.error)
         );
     }

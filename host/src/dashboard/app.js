@@ -403,7 +403,8 @@ async function showJob(j) {
   const facts = [["status", p.status], ["attempts", p.attempts], ["crashes", p.crashes], ["interruptions", p.transients], ["run after", utc(p.run_after)],
     ["completed", utc(p.completed_at)], ["created", utc(p.created_at)], ["plugin digest", p.plugin_digest], ["payload", p.payload], ["last error", p.last_error]];
   fill("job-facts", facts, (f, tr) => tr.append(cell(f[0]), cell(f[1], "mono")), "");
-  fill("attempts", p.attempts_recorded, (a, tr) => tr.append(cell(a.attempt, "num"), cell(a.kind, a.kind === "crash" ? "bad" : null), cell(utc(a.failed_at)), cell(a.error, "error")),
+  fill("attempts", p.attempts_recorded, (a, tr) => tr.append(cell(a.attempt, "num"), cell(a.kind, a.kind === "crash" ? "bad" : null), cell(utc(a.failed_at)),
+    cell(a.host, "mono"), cell(a.plugin_digest && a.plugin_digest.slice(0, 12), "mono"), cell(a.error, "error")),
     "No failed attempt recorded.");
   const section = document.getElementById("job-section");
   section.hidden = false;

@@ -97,6 +97,10 @@ pub struct AttemptRow {
     pub kind: String,
     pub failed_at: DateTime<Utc>,
     pub error: String,
+    /// The host whose claim held the job (None before migration V31).
+    pub host: Option<String>,
+    /// The digest of the plugin that ran it.
+    pub plugin_digest: Option<String>,
 }
 
 /// The attempt history of `task`'s jobs keyed `key` (in `slot`, or in every slot).
@@ -105,6 +109,14 @@ pub async fn attempts(client: &Client, task: &str, key: &str, slot: Option<DateT
         .rows(ATTEMPTS, &[&task, &key, &slot, &limit])
         .await?
         .iter()
-        .map(|r| AttemptRow { slot: r.get(0), attempt: r.get(1), kind: r.get(2), failed_at: r.get(3), error: r.get(4) })
+        .map(|r| AttemptRow {
+            slot: r.get(0),
+            attempt: r.get(1),
+            kind: r.get(2),
+            failed_at: r.get(3),
+            error: r.get(4),
+            host: r.get(5),
+            plugin_digest: r.get(6),
+        })
         .collect())
 }

@@ -96,7 +96,7 @@ WITH server AS (
     FROM judged l
     WHERE (j.task, j.slot, j.key) = (l.task, l.slot, l.key)
       AND j.status = 'pending' AND j.attempts = l.attempts
-    RETURNING j.task, j.slot, j.key, j.attempts, j.last_error, j.plugin_digest, j.status, l.counted, l.interrupted
+    RETURNING j.task, j.slot, j.key, j.attempts, j.last_error, j.plugin_digest, j.status, l.counted, l.interrupted, l.host
 ), counted AS (
     INSERT INTO almanac.job_counts (task, month, pending, failed)
     SELECT h.task, date_trunc('month', h.slot, 'UTC'), -count(*), count(*) FROM hit h WHERE h.status = 'failed' GROUP BY 1, 2
@@ -108,9 +108,10 @@ WITH server AS (
     -- (tests/e2e/server_crash.rs, 2 runs in 3).
     UPDATE almanac.swept SET incarnation = (SELECT incarnation FROM server)
 ), recorded AS (
-    INSERT INTO almanac.attempts (task, slot, key, attempt, error, plugin_digest, kind)
+    -- Under the claim's host: the sweeping backend holds no claim of these (V31).
+    INSERT INTO almanac.attempts (task, slot, key, attempt, error, plugin_digest, kind, host)
     SELECT task, slot, key, CASE WHEN interrupted THEN attempts + 1 ELSE attempts END, last_error, plugin_digest,
-           CASE WHEN interrupted THEN 'transient' ELSE 'crash' END
+           CASE WHEN interrupted THEN 'transient' ELSE 'crash' END, host
     FROM hit WHERE counted OR interrupted
 )
 SELECT (SELECT count(*) FROM orphaned),

@@ -39,6 +39,9 @@ pub struct Observed {
     /// The last calendar answers per (task, month), as the overview's: one computed at a
     /// time, each serving every request for a second.
     pub calendars: tokio::sync::Mutex<std::collections::HashMap<(String, Option<String>), Answer>>,
+    /// Held by the console's backfill while it runs: one at a time, so it keeps one of the
+    /// listener's two connections at most, and page loads the other.
+    pub backfilling: tokio::sync::Mutex<()>,
 }
 
 /// What a started host hands the console.
@@ -70,6 +73,7 @@ impl Observed {
             running: OnceLock::new(),
             overview: Default::default(),
             calendars: Default::default(),
+            backfilling: Default::default(),
         })
     }
 
