@@ -261,3 +261,45 @@ async fn an_open_circuit_and_a_paused_topic_are_acted_on_from_the_incidents() {
     assert_ne!(browser.run_async("arguments[0](document.title)").await.as_str(), Some("owned"));
     host.stop().await;
 }
+
+/// A discard by filter, clicked: a calendar day's jobs listed, then discarded together
+/// after a prompt for the reason and a confirmation with their count; the next day's job
+/// is left alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_operator_discards_a_days_jobs_by_filter_in_the_browser() {
+    let db = TestDb::new().await;
+    db.accounts(3).await;
+    db.client.batch_execute("ALTER TABLE accounts ADD CONSTRAINT cap CHECK (points < 10)").await.unwrap();
+    let plugins = plugin_dir(&["daily_points"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &["--listen", "127.0.0.1:0", "--sign-in", "token"]);
+    let base = format!("http://{}", host.listen_addr().await);
+    let alice = token(&db, "alice", "operator");
+    // Two jobs of 2 March (Shanghai) and one of 3 March, each failing for good.
+    db.enqueue("daily-points", "2026-03-01T16:00:00Z", &["1", "2"]).await;
+    db.enqueue("daily-points", "2026-03-02T16:00:00Z", &["3"]).await;
+    db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 3, Duration::from_secs(60)).await;
+
+    let browser = Browser::start().await;
+    browser.goto(&format!("{base}/login")).await;
+    browser.type_into("#token", &alice).await;
+    browser.click("#sign-in").await;
+    browser.wait_text("#who", "signed in", |t| t == "alice (operator)").await;
+    browser.goto(&format!("{base}/#task=daily-points&month=2026-03")).await;
+    let day = "#cal-grid button[data-day='2026-03-02']";
+    browser.wait_text(day, "the failed day", |t| t.contains("2 failed")).await;
+    browser.click(day).await;
+    browser.wait_text("#jobs tbody", "the day's jobs", |t| t.matches("failed").count() == 2).await;
+    browser.click("#jobs-act button[data-action='discard']").await;
+    let asked = browser.answer_dialog(Some("accounts closed for good")).await;
+    assert_eq!(asked, "Why discard the pending and failed jobs of daily-points on 2026-03-02? (recorded)");
+    let confirm = browser.answer_dialog(None).await;
+    assert_eq!(confirm, "Discard 2 pending or failed job(s) of daily-points on 2026-03-02?");
+    browser.wait_text("#notice", "the discard is confirmed", |t| t.contains("2 job(s) of daily-points discarded")).await;
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'discarded' AND key IN ('1', '2')").await, 2);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed' AND key = '3'").await, 1, "the next day's job is left alone");
+    let recorded = "SELECT count(*) FROM almanac.changes WHERE action = 'discard' AND reason = 'accounts closed for good'
+                    AND origin = 'console alice (session) from 127.0.0.1' AND (after->>'jobs')::int = 2 AND after->>'from' IS NOT NULL";
+    assert_eq!(db.count(recorded).await, 1);
+    db.assert_counters_agree().await;
+    host.stop().await;
+}

@@ -62,6 +62,11 @@ async fn status_jobs_retry_and_prune_tell_and_repair() {
     assert!(err.contains("no task \"fixture-permanet\": no host has registered it (known: fixture-permanent, fixture-sleeper)"), "{err}");
     let (code, _, err) = almanac(&db, &["retry", "--task", "fixture-permanent", "--slot", "01/01/2026"]);
     assert!(code == 1 && err.contains("--slot") && err.contains("UTC as `almanac jobs` prints it (2026-10-01 07:00:00)"), "{err}");
+    // A range of slots narrows a retry: the job's is 1 January, in the task's zone (UTC here).
+    let (code, _, err) = almanac(&db, &["retry", "--task", "fixture-permanent", "--from", "2026-01-02", "--to", "2026-02-01"]);
+    assert_eq!((code, err.trim()), (1, r#"error: no failed job of fixture-permanent matched from "2026-01-02" to "2026-02-01""#));
+    let (code, _, err) = almanac(&db, &["retry", "--task", "fixture-permanent", "--slot", "2026-01-01", "--from", "2026-01-01"]);
+    assert!(code == 2 && err.contains("cannot be used with"), "{err}");
     // retry: back to pending with fresh attempts; it fails again and both attempts are kept.
     // The slot as `almanac jobs` printed it.
     let (code, out, _) = almanac(&db, &["retry", "--task", "fixture-permanent", "--slot", "2026-01-01 00:00:00", "--key", "p1"]);

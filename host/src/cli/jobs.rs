@@ -100,7 +100,8 @@ async fn attempts(client: &tokio_postgres::Client, task: &str, key: &str, limit:
     Ok(ExitCode::SUCCESS)
 }
 
-/// Which jobs of a task: all of them, or one slot and/or one key.
+/// Which jobs of a task: all of them, or those of one slot, one key, a range of slots, or
+/// any of these together.
 #[derive(clap::Args)]
 pub struct Selector {
     /// The task.
@@ -113,20 +114,43 @@ pub struct Selector {
     /// Only this key.
     #[arg(long)]
     key: Option<String>,
+    /// Only slots at or after this instant: RFC 3339, UTC as `almanac jobs` prints it, or a
+    /// date (midnight in the task's zone), as `almanac backfill --from` reads it.
+    #[arg(long, conflicts_with = "slot")]
+    from: Option<String>,
+    /// Only slots before this instant (same forms as --from).
+    #[arg(long, conflicts_with = "slot")]
+    to: Option<String>,
 }
 
 impl Selector {
-    /// The slot and key as given, for a message that nothing matched.
+    /// What narrows it as given, for a message that nothing matched.
     fn described(&self) -> String {
         let slot = self.slot.as_ref().map(|s| format!(" slot {s:?}")).unwrap_or_default();
         let key = self.key.as_ref().map(|k| format!(" key {:?}", almanac::text::printable(k))).unwrap_or_default();
-        format!("{slot}{key}")
+        let from = self.from.as_ref().map(|s| format!(" from {s:?}")).unwrap_or_default();
+        let to = self.to.as_ref().map(|s| format!(" to {s:?}")).unwrap_or_default();
+        format!("{slot}{key}{from}{to}")
     }
 
-    /// The slot, read by the task's calendar; refused for a task no host registered.
-    async fn slot(&self, client: &tokio_postgres::Client) -> anyhow::Result<Option<chrono::DateTime<chrono::Utc>>> {
+    /// Nothing narrows it.
+    fn is_every(&self) -> bool {
+        self.slot.is_none() && self.key.is_none() && self.from.is_none() && self.to.is_none()
+    }
+
+    /// The jobs it names, read by the task's calendar; refused for a task no host registered.
+    async fn which(&self, client: &tokio_postgres::Client) -> anyhow::Result<operate::Which<'_>> {
         let schedule = super::database::task_schedule(client, &self.task).await?;
-        self.slot.as_deref().map(|s| super::database::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")
+        let zone = schedule.as_ref().map_or(chrono_tz::UTC, |s| s.zone());
+        let instant = |text: &Option<String>, flag: &str| {
+            text.as_deref().map(|t| almanac::calendar::parse_instant(t, zone).map_err(anyhow::Error::msg).context(flag.to_owned())).transpose()
+        };
+        Ok(operate::Which {
+            slot: self.slot.as_deref().map(|s| super::database::parse_slot(schedule.as_ref(), s)).transpose().context("--slot")?,
+            key: self.key.as_deref(),
+            from: instant(&self.from, "--from")?,
+            to: instant(&self.to, "--to")?,
+        })
     }
 }
 
@@ -140,8 +164,8 @@ pub struct RetryArgs {
 pub async fn retry(database: &super::database::Database, args: RetryArgs) -> anyhow::Result<ExitCode> {
     let (client, _conn) = database.connect().await?;
     let jobs = &args.jobs;
-    let slot = jobs.slot(&client).await?;
-    let n = operate::retry(&client, &jobs.task, slot, jobs.key.as_deref(), &almanac::scheduler::applied::origin("retry")).await?;
+    let which = jobs.which(&client).await?;
+    let n = operate::retry(&client, &jobs.task, which, &almanac::scheduler::applied::origin("retry")).await?;
     Ok(super::matched(n, format!("{n} failed job(s) of {} back to pending; their earlier attempts stay in almanac.attempts", jobs.task), || {
         format!("no failed job of {} matched{}", jobs.task, jobs.described())
     }))
@@ -152,8 +176,8 @@ pub async fn retry(database: &super::database::Database, args: RetryArgs) -> any
 pub struct DiscardArgs {
     #[command(flatten)]
     jobs: Selector,
-    /// Every pending and failed job of the task (required without --slot or --key).
-    #[arg(long, conflicts_with_all = ["slot", "key"])]
+    /// Every pending and failed job of the task (required without --slot, --key, --from or --to).
+    #[arg(long, conflicts_with_all = ["slot", "key", "from", "to"])]
     all: bool,
     /// Why, stored on each job and recorded with the change.
     #[arg(long)]
@@ -162,13 +186,13 @@ pub struct DiscardArgs {
 
 pub async fn discard(database: &super::database::Database, args: DiscardArgs) -> anyhow::Result<ExitCode> {
     let jobs = &args.jobs;
-    if !args.all && jobs.slot.is_none() && jobs.key.is_none() {
-        anyhow::bail!("say which jobs: --slot and/or --key, or --all for every pending and failed job of {}", jobs.task);
+    if !args.all && jobs.is_every() {
+        anyhow::bail!("say which jobs: --slot, --key, --from/--to, or --all for every pending and failed job of {}", jobs.task);
     }
     let (client, _conn) = database.connect().await?;
-    let slot = jobs.slot(&client).await?;
+    let which = jobs.which(&client).await?;
     let origin = almanac::scheduler::applied::origin("discard");
-    let n = operate::discard(&client, &jobs.task, slot, jobs.key.as_deref(), &origin, &args.reason).await?;
+    let n = operate::discard(&client, &jobs.task, which, &origin, &args.reason).await?;
     Ok(super::matched(
         n.max(0) as u64,
         format!("{n} pending or failed job(s) of {} discarded: kept as evidence, never run, pruned like done jobs", jobs.task),

@@ -476,7 +476,7 @@ pub async fn forget(database: &super::database::Database, args: ForgetArgs) -> a
     let reason = args.reason.clone().unwrap_or_else(|| "the task is forgotten".into());
     let discarded = match open {
         0 => 0,
-        _ => almanac::executor::operate::discard(&client, task, None, None, &origin, &reason).await?,
+        _ => almanac::executor::operate::discard(&client, task, Default::default(), &origin, &reason).await?,
     };
     scheduler::operate::forget(&client, task, &origin, args.reason.as_deref()).await?;
     println!("{task} forgotten: its schedule is gone ({discarded} job(s) discarded; done jobs kept as evidence until pruned)");

@@ -362,6 +362,7 @@ async function listJobs(base, what, more) {
     const status = document.getElementById("jobs-status").value, key = document.getElementById("jobs-key").value.trim();
     if (status) listing.base.status = status;
     if (key.endsWith("*")) listing.base.prefix = key.slice(0, -1); else if (key) listing.base.key = key;
+    jobActions(listing.base, what);
   }
   const q = new URLSearchParams(listing.base);
   if (listing.last) { q.set("after_slot", listing.last.slot); q.set("after_key", listing.last.key); }
@@ -386,6 +387,21 @@ async function listJobs(base, what, more) {
   listing.last = rows.length ? rows[rows.length - 1] : listing.last;
   document.getElementById("jobs-more").hidden = rows.length < 50;
   document.getElementById("jobs-section").scrollIntoView({block: "nearest"});
+}
+// Retry and discard every job the list's filter names (its task, day and exact key; its
+// status narrows nothing: a retry takes failed jobs, a discard pending and failed ones),
+// each after a confirmation with the count its preview found.
+function jobActions(base, what) {
+  const scope = {task: base.task};
+  if (base.from) { scope.from = base.from; scope.to = base.to; }
+  if (base.key) scope.key = base.key;
+  if (!base.from && !base.key) scope.all = true;
+  const of = base.task + (what ? " on " + what : "") + (base.key ? " keyed " + base.key : "");
+  const buttons = base.prefix ? [] : [
+    button("Retry failed", "retry", scope, {confirm: p => "Retry " + p.changed + " failed job(s) of " + of + "?"}),
+    button("Discard…", "discard", scope, {danger: true, reason: "Why discard the pending and failed jobs of " + of + "? (recorded)",
+      confirm: p => "Discard " + p.changed + " pending or failed job(s) of " + of + "?"})];
+  document.getElementById("jobs-act").replaceChildren(...buttons.filter(b => may(b.dataset.action)));
 }
 document.getElementById("jobs-more").addEventListener("click", () => listJobs(null, null, true));
 document.getElementById("jobs-filter").addEventListener("submit", e => {

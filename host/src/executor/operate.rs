@@ -65,9 +65,27 @@ pub async fn jobs(client: &Client, filter: JobFilter<'_>, limit: i64) -> Result<
     Ok(client.rows(JOBS, &[&status, &task, &limit, &key, &key_prefix]).await?.iter().map(JobRow::from_row).collect())
 }
 
-/// Failed jobs of `task` (optionally one slot / key) back to pending; returns how many.
-pub async fn retry(client: &Client, task: &str, slot: Option<DateTime<Utc>>, key: Option<&str>, origin: &str) -> Result<u64, tokio_postgres::Error> {
-    let retried = client.one(RETRY, &[&task, &slot, &key, &origin]).await?.get::<_, i64>(0) as u64;
+/// Which of a task's jobs a retry or discard takes: every one, or those in one slot, of
+/// one key, in a range of slots `[from, to)`, or any of these together.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Which<'a> {
+    pub slot: Option<DateTime<Utc>>,
+    pub key: Option<&'a str>,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+impl Which<'_> {
+    /// Nothing narrows it: every job of the task.
+    pub fn is_every(&self) -> bool {
+        self.slot.is_none() && self.key.is_none() && self.from.is_none() && self.to.is_none()
+    }
+}
+
+/// Failed jobs of `task` that `which` takes back to pending; returns how many.
+pub async fn retry(client: &Client, task: &str, which: Which<'_>, origin: &str) -> Result<u64, tokio_postgres::Error> {
+    let Which { slot, key, from, to } = which;
+    let retried = client.one(RETRY, &[&task, &slot, &key, &origin, &from, &to]).await?.get::<_, i64>(0) as u64;
     if retried > 0 {
         // Idle hosts sleep until a notification or their next job's time (executor::idle).
         client.exec("SELECT pg_notify($1, '')", &[&crate::wake::JOBS]).await?;
@@ -75,17 +93,11 @@ pub async fn retry(client: &Client, task: &str, slot: Option<DateTime<Utc>>, key
     Ok(retried)
 }
 
-/// Mark pending or failed jobs of `task` (optionally one slot / key) as discarded, so
-/// they never run; recorded with `reason`. Returns how many.
-pub async fn discard(
-    client: &Client,
-    task: &str,
-    slot: Option<DateTime<Utc>>,
-    key: Option<&str>,
-    origin: &str,
-    reason: &str,
-) -> Result<i64, tokio_postgres::Error> {
-    Ok(client.one(DISCARD, &[&task, &slot, &key, &origin, &reason]).await?.get(0))
+/// Mark the pending or failed jobs of `task` that `which` takes as discarded, so they
+/// never run; recorded with `reason`. Returns how many.
+pub async fn discard(client: &Client, task: &str, which: Which<'_>, origin: &str, reason: &str) -> Result<i64, tokio_postgres::Error> {
+    let Which { slot, key, from, to } = which;
+    Ok(client.one(DISCARD, &[&task, &slot, &key, &origin, &reason, &from, &to]).await?.get(0))
 }
 
 /// One recorded attempt of a job.

@@ -1,5 +1,6 @@
 -- `almanac retry`: failed jobs back to pending with a fresh count of attempts; the old
 -- attempts stay in almanac.attempts. One change row records the command ($4 origin).
+-- Which: $1 task, optionally $2 one slot, $3 one key, slots from $5 and before $6.
 -- Returns how many.
 WITH retried AS (
     UPDATE almanac.jobs
@@ -8,6 +9,8 @@ WITH retried AS (
       AND task = $1
       AND ($2::timestamptz IS NULL OR slot = $2)
       AND ($3::text IS NULL OR key = $3)
+      AND ($5::timestamptz IS NULL OR slot >= $5)
+      AND ($6::timestamptz IS NULL OR slot < $6)
     RETURNING task, slot
 ), counted AS (
     INSERT INTO almanac.job_counts (task, month, failed, pending)
@@ -15,7 +18,7 @@ WITH retried AS (
 ), recorded AS (
     INSERT INTO almanac.changes (task, revision, action, after, origin)
     SELECT $1, coalesce((SELECT revision FROM ONLY almanac.schedules WHERE task = $1), 0), 'retry',
-           jsonb_build_object('jobs', count(*), 'slot', $2::timestamptz, 'key', $3::text), $4
+           jsonb_build_object('jobs', count(*), 'slot', $2::timestamptz, 'key', $3::text, 'from', $5::timestamptz, 'to', $6::timestamptz), $4
     FROM retried
     HAVING count(*) > 0
 )

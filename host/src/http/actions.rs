@@ -35,15 +35,17 @@ pub struct Request {
     pub key: Option<String>,
     /// Recorded with the change; a discard needs one.
     pub reason: Option<String>,
-    /// Discard every pending and failed job of the task (neither slot nor key given).
+    /// Discard every pending and failed job of the task (nothing else narrows it).
     #[serde(default)]
     pub all: bool,
     /// Say how many jobs it would change, changing nothing.
     #[serde(default)]
     pub preview: bool,
-    /// A backfill's range, as `almanac backfill --from/--to` takes them.
+    /// A backfill's range, as `almanac backfill --from/--to` takes them; for a retry or a
+    /// discard, the first slot taken (RFC 3339, as the calendar's days give it).
     pub from: Option<String>,
-    /// A backfill's end, or where a cursor moves to (as `almanac cursor --to`).
+    /// A backfill's end, or where a cursor moves to (as `almanac cursor --to`); for a
+    /// retry or a discard, the slot before which it stops.
     pub to: Option<String>,
 }
 
@@ -161,14 +163,24 @@ async fn take(client: &Client, action: Action, request: &Request, origin: &str) 
     let topic = request.topic.as_str();
     let no_topic = || (StatusCode::NOT_FOUND, format!("no outbox topic {:?}", crate::text::printable(topic)));
     let needs_reason = || (StatusCode::BAD_REQUEST, "a discard needs a reason (recorded on each one and with the change)".to_owned());
+    let instant = |what: &str, text: &Option<String>| match text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        None => Ok(None),
+        Some(t) => DateTime::parse_from_rfc3339(t)
+            .map(|t| Some(t.to_utc()))
+            .map_err(|e| (StatusCode::BAD_REQUEST, format!("{what}: an RFC 3339 instant, not {t:?}: {e}"))),
+    };
+    let which = match (instant("from", &request.from), instant("to", &request.to)) {
+        (Ok(from), Ok(to)) => crate::executor::operate::Which { slot, key, from, to },
+        (Err(e), _) | (_, Err(e)) => return Ok(Err(e)),
+    };
     Ok(Ok(match action {
-        Action::Retry => crate::executor::operate::retry(client, task, slot, key, origin).await? as i64,
+        Action::Retry => crate::executor::operate::retry(client, task, which, origin).await? as i64,
         Action::Discard => {
             let Some(reason) = reason else { return Ok(Err(needs_reason())) };
-            if !request.all && slot.is_none() && key.is_none() {
-                return Ok(Err((StatusCode::BAD_REQUEST, "say which jobs: a slot and/or a key, or all".into())));
+            if !request.all && which.is_every() {
+                return Ok(Err((StatusCode::BAD_REQUEST, "say which jobs: a slot, a key, a range (from, to), or all".into())));
             }
-            crate::executor::operate::discard(client, task, slot, key, origin, reason).await?
+            crate::executor::operate::discard(client, task, which, origin, reason).await?
         }
         Action::Hold | Action::Release => {
             let held = action == Action::Hold;

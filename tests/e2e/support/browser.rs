@@ -132,17 +132,23 @@ impl Browser {
         }
     }
 
-    /// Answer the page's open confirm() or prompt() (`text` typed into a prompt first).
-    pub async fn answer_dialog(&self, text: Option<&str>) {
+    /// Answer the page's open confirm() or prompt() (`text` typed into a prompt first);
+    /// returns what the dialog asked.
+    pub async fn answer_dialog(&self, text: Option<&str>) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while self.get("alert/text").await.get("error").is_some() {
+        let asked = loop {
+            let asked = self.get("alert/text").await;
+            if asked.get("error").is_none() {
+                break asked.as_str().unwrap_or_default().to_owned();
+            }
             assert!(Instant::now() < deadline, "no dialog opened within 20 s");
             tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        };
         if let Some(text) = text {
             self.call("alert/text", json!({ "text": text })).await;
         }
         self.call("alert/accept", json!({})).await;
+        asked
     }
 
     /// Run `script` in the page (WebDriver's execute/async: `arguments[0]` is the callback).
