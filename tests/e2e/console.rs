@@ -178,7 +178,13 @@ async fn a_viewer_sees_no_action_and_requests_without_token_or_csrf_are_refused(
     let discard = format!("{base}/api/actions/discard");
     let (status, text) = send(http.post(&discard).header("authorization", &bearer), r#"{"task": "fixture-permanent", "all": true}"#).await;
     assert_eq!((status, text.trim()), (400, "a discard needs a reason (recorded on each one and with the change)"));
-    let all = r#"{"task": "fixture-permanent", "all": true, "reason": "accounts closed for good"}"#;
+    // Confirmed for two, while three match now: nothing is done.
+    let stale = r#"{"task": "fixture-permanent", "all": true, "reason": "accounts closed for good", "expect": 2}"#;
+    let (status, text) = send(http.post(&discard).header("authorization", &bearer), stale).await;
+    assert_eq!((status, text.trim()), (409, "3 would change now, not the 2 the confirmation showed: nothing was done; look again and confirm anew"));
+    assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'discarded'").await, 0);
+    assert_eq!(db.count("SELECT count(*) FROM almanac.changes WHERE action = 'discard'").await, 0, "not recorded either");
+    let all = r#"{"task": "fixture-permanent", "all": true, "reason": "accounts closed for good", "expect": 3}"#;
     let (status, text) = send(http.post(&discard).header("authorization", &bearer), all).await;
     assert!(status == 200 && text.contains(r#""changed":3"#), "{status} {text}");
     assert_eq!(db.count("SELECT count(*) FROM almanac.jobs WHERE status = 'discarded'").await, 3);

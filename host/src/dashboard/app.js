@@ -51,6 +51,8 @@ async function run(action, body, confirmText) {
       const preview = await act(action, Object.assign({}, body, {preview: true}));
       if (preview.changed === 0) { notice(preview.message); return; }
       if (!window.confirm(confirmText(preview))) return;
+      // Done only if it still takes what the confirmation said (else 409, nothing done).
+      body = Object.assign({}, body, {expect: preview.changed});
     }
     notice((await act(action, body)).message);
     refresh();

@@ -135,6 +135,8 @@ pub enum Claim<'a> {
 
 /// What every batch of one worker shares.
 pub struct Context {
+    /// This host, as its claims and the attempts it records name it.
+    pub host: String,
     pub loaded: Arc<Loaded>,
     pub options: Options,
     pub recorder: claims::Recorder,
@@ -164,9 +166,11 @@ pub async fn run(
     wake: watch::Receiver<u64>,
     shutdown: CancellationToken,
 ) {
-    let recorder = claims::Recorder::start(pool.clone(), crate::db::this_host(), shutdown.clone());
+    let host = crate::db::this_host();
+    let recorder = claims::Recorder::start(pool.clone(), host.clone(), shutdown.clone());
     let (nudge, local) = watch::channel(0u64);
     let context = Arc::new(Context {
+        host,
         loaded,
         options: options.clone(),
         recorder,
@@ -457,7 +461,7 @@ pub async fn run_batch(
         Prepared::on(conn, transient::RECORD),
     )
     .await?;
-    let statements = Statements { failed, interrupted };
+    let statements = Statements { failed, interrupted, host: &context.host };
     // The jobs are marked done by the plugin loaded now, and run on it: a reload during
     // the batch takes effect with the next one.
     let registry = context.loaded.load_full();
@@ -580,7 +584,7 @@ async fn put_back(conn: &Arc<Conn>, unclaim: &Prepared, rows: &[Claimed], ran: b
 /// COMMIT): its done mark is the claim's. A failure is recorded in the same round trip.
 async fn run_job(
     conn: &Arc<Conn>,
-    statements: &Statements,
+    statements: &Statements<'_>,
     plugin: &crate::plugin::Plugin,
     job: &Job,
     (slot, transients): (DateTime<Utc>, i32),

@@ -51,7 +51,7 @@ const ROLLBACK_JOB: &str = "ROLLBACK TO SAVEPOINT job";
 /// Fail a job that its hosts kept dying on, without running it again.
 pub(super) async fn poisoned(
     conn: &Arc<Conn>,
-    statements: &Statements,
+    statements: &Statements<'_>,
     plugin: &crate::plugin::Plugin,
     row: &Claimed,
     follow: Follow,
@@ -87,13 +87,13 @@ pub(super) struct Failure<'a> {
 /// failed attempt and send `follow`, in one round trip.
 pub(super) async fn record_failure(
     conn: &Arc<Conn>,
-    statements: &Statements,
+    statements: &Statements<'_>,
     (slot, key): (DateTime<Utc>, &str),
     failure: Failure<'_>,
     follow: Follow,
 ) -> Result<(), BatchError> {
     let Failure { message, give_up, delay, digest, cancelled, transient } = failure;
-    let params: [&dyn crate::db::Param; 6] = [&slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest];
+    let params: [&dyn crate::db::Param; 7] = [&slot, &key, &message, &give_up, &delay.as_secs_f64(), &digest, &statements.host];
     let record = if transient { &statements.interrupted } else { &statements.failed };
     if !cancelled {
         try_join3(conn.batch_execute(ROLLBACK_JOB), record.exec(conn, &params), conn.batch_execute(follow.sql())).await?;
@@ -120,7 +120,9 @@ pub(super) async fn record_failure(
 const LATE_CANCELS: usize = 6;
 
 /// The host's own per-job statements, prepared on this connection.
-pub(super) struct Statements {
+pub(super) struct Statements<'a> {
     pub(super) failed: Prepared,
     pub(super) interrupted: Prepared,
+    /// This host, as the attempts it records name it.
+    pub(super) host: &'a str,
 }

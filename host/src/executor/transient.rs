@@ -24,8 +24,8 @@ const BASE: Duration = Duration::from_millis(200);
 const MAX: Duration = Duration::from_secs(60);
 
 /// Records an interruption in the job's transaction ($1 slot, $2 key, $3 error, $4 give
-/// up, $5 delay, $6 digest): `almanac_job.interrupted` (migration V12).
-pub const RECORD: &str = "SELECT almanac_job.interrupted($1, $2, $3, $4, $5, $6)";
+/// up, $5 delay, $6 digest, $7 this host): `almanac_job.interrupted` (migrations V12, V31).
+pub const RECORD: &str = "SELECT almanac_job.interrupted($1, $2, $3, $4, $5, $6, $7)";
 
 /// Whether a call that failed with `error` (None: its connection was lost) was
 /// interrupted rather than failed: its first database error was transient. Its

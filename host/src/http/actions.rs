@@ -41,6 +41,9 @@ pub struct Request {
     /// Say how many jobs it would change, changing nothing.
     #[serde(default)]
     pub preview: bool,
+    /// How many the confirmation showed (its preview's count): if the action would change
+    /// another number now, nothing is done (409).
+    pub expect: Option<i64>,
     /// A backfill's range, as `almanac backfill --from/--to` takes them; for a retry or a
     /// discard, the first slot taken (RFC 3339, as the calendar's days give it).
     pub from: Option<String>,
@@ -104,6 +107,20 @@ pub async fn act(
     // drop it between a preview's BEGIN and ROLLBACK, returning a connection inside a
     // transaction (and its row locks) to the pool.
     let taken = tokio::spawn(async move {
+        // One backfill at a time: it holds one of the listener's two connections while it
+        // runs, so a second would leave pages none. Refused before taking a connection.
+        let _alone = match (action, request.preview) {
+            (Action::Backfill, false) => match observed.backfilling.try_lock() {
+                Ok(guard) => Some(guard),
+                Err(_) => {
+                    return refuse(
+                        StatusCode::CONFLICT,
+                        "another backfill from the console is running on this host: wait for it to end, or use `almanac backfill`".into(),
+                    )
+                }
+            },
+            _ => None,
+        };
         let Some(client) = observed.client().await else {
             return Refusal::Unavailable.into_response();
         };
@@ -126,9 +143,10 @@ pub async fn act(
                 Err((status, message)) => refuse(status, message),
             };
         }
-        let done = match request.preview {
-            false => take(&client, action, &request, &origin).await,
-            true => preview(&client, action, &request, &origin).await,
+        let done = match (request.preview, request.expect) {
+            (true, _) => preview(&client, action, &request, &origin).await,
+            (false, None) => take(&client, action, &request, &origin).await,
+            (false, Some(expected)) => as_confirmed(&client, action, &request, &origin, expected).await,
         };
         match done {
             Ok(Ok(changed)) => {
@@ -154,6 +172,30 @@ async fn preview(client: &Client, action: Action, request: &Request, origin: &st
     let taken = take(client, action, request, origin).await;
     client.batch_execute("ROLLBACK").await?;
     taken
+}
+
+/// The action as its confirmation showed it, or nothing: between a preview and the
+/// click that confirms it, jobs may have failed, been generated or enqueued.
+async fn as_confirmed(client: &Client, action: Action, request: &Request, origin: &str, expected: i64) -> Taken {
+    client.batch_execute("BEGIN").await?;
+    let taken = take(client, action, request, origin).await;
+    match taken {
+        Ok(Ok(changed)) if changed != expected => {
+            client.batch_execute("ROLLBACK").await?;
+            Ok(Err((
+                StatusCode::CONFLICT,
+                format!("{changed} would change now, not the {expected} the confirmation showed: nothing was done; look again and confirm anew"),
+            )))
+        }
+        Ok(Ok(changed)) => {
+            client.batch_execute("COMMIT").await?;
+            Ok(Ok(changed))
+        }
+        refused => {
+            client.batch_execute("ROLLBACK").await?;
+            refused
+        }
+    }
 }
 
 async fn take(client: &Client, action: Action, request: &Request, origin: &str) -> Taken {

@@ -89,12 +89,6 @@ pub async fn act(observed: &Observed, conn: Arc<Conn>, action: Action, request: 
                 );
                 return Ok(outcome(preview.new as i64, message, Some(preview)));
             }
-            let Ok(_alone) = observed.backfilling.try_lock() else {
-                return Err((
-                    StatusCode::CONFLICT,
-                    "another backfill from the console is running on this host: wait for it to end, or use `almanac backfill`".into(),
-                ));
-            };
             let done = match crate::scheduler::backfill_recorded(&conn, &running.logins, &plugin, from, to, &running.scheduler, origin, reason, |_, _| {}).await
             {
                 Ok(done) => done,
