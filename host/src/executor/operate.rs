@@ -109,7 +109,7 @@ pub struct AttemptRow {
     pub kind: String,
     pub failed_at: DateTime<Utc>,
     pub error: String,
-    /// The host whose claim held the job (None before migration V31).
+    /// The host that ran it (None before migration V31, or from an older host).
     pub host: Option<String>,
     /// The digest of the plugin that ran it.
     pub plugin_digest: Option<String>,

@@ -108,7 +108,7 @@ WITH server AS (
     -- (tests/e2e/server_crash.rs, 2 runs in 3).
     UPDATE almanac.swept SET incarnation = (SELECT incarnation FROM server)
 ), recorded AS (
-    -- Under the claim's host: the sweeping backend holds no claim of these (V31).
+    -- Under the swept claim's host, which ran the jobs (V31), not the sweeping one.
     INSERT INTO almanac.attempts (task, slot, key, attempt, error, plugin_digest, kind, host)
     SELECT task, slot, key, CASE WHEN interrupted THEN attempts + 1 ELSE attempts END, last_error, plugin_digest,
            CASE WHEN interrupted THEN 'transient' ELSE 'crash' END, host

@@ -177,7 +177,8 @@ async fn preview(client: &Client, action: Action, request: &Request, origin: &st
 /// The action as its confirmation showed it, or nothing: between a preview and the
 /// click that confirms it, jobs may have failed, been generated or enqueued.
 async fn as_confirmed(client: &Client, action: Action, request: &Request, origin: &str, expected: i64) -> Taken {
-    client.batch_execute("BEGIN").await?;
+    // As its preview: a job a worker holds makes it wait a few seconds at most.
+    client.batch_execute("BEGIN; SET LOCAL lock_timeout = '5s'").await?;
     let taken = take(client, action, request, origin).await;
     match taken {
         Ok(Ok(changed)) if changed != expected => {
