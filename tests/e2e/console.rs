@@ -126,10 +126,7 @@ async fn a_viewer_sees_no_action_and_requests_without_token_or_csrf_are_refused(
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 1, Duration::from_secs(60)).await;
 
     let browser = Browser::start().await;
-    browser.goto(&format!("{base}/login")).await;
-    browser.type_into("#token", &victor).await;
-    browser.click("#sign-in").await;
-    browser.wait_text("#who", "signed in", |t| t == "victor (viewer)").await;
+    browser.sign_in(&base, &victor, "victor (viewer)").await;
     browser.find("#failures tr[data-task='fixture-permanent']").await;
     assert!(browser.find_all("button[data-action]").await.is_empty(), "a viewer is offered no action");
     // Asked anyway, from the viewer's own session with its CSRF token: refused.
@@ -224,9 +221,7 @@ async fn an_open_circuit_and_a_paused_topic_are_acted_on_from_the_incidents() {
     let base = format!("http://{}", host.listen_addr().await);
     let olga = token(&db, "olga", "operator");
     let browser = Browser::start().await;
-    browser.goto(&format!("{base}/login")).await;
-    browser.type_into("#token", &olga).await;
-    browser.click("#sign-in").await;
+    browser.sign_in(&base, &olga, "olga (operator)").await;
 
     let incident = "#incidents tbody tr";
     browser.wait_text(incident, "the open circuit first", |t| t.contains("circuit open") && t.contains("payments") && t.contains("connection refused")).await;
@@ -286,10 +281,7 @@ async fn an_operator_discards_a_days_jobs_by_filter_in_the_browser() {
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 3, Duration::from_secs(60)).await;
 
     let browser = Browser::start().await;
-    browser.goto(&format!("{base}/login")).await;
-    browser.type_into("#token", &alice).await;
-    browser.click("#sign-in").await;
-    browser.wait_text("#who", "signed in", |t| t == "alice (operator)").await;
+    browser.sign_in(&base, &alice, "alice (operator)").await;
     browser.goto(&format!("{base}/#task=daily-points&month=2026-03")).await;
     let day = "#cal-grid button[data-day='2026-03-02']";
     browser.wait_text(day, "the failed day", |t| t.contains("2 failed")).await;

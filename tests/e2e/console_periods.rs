@@ -44,10 +44,7 @@ async fn an_admin_backfills_three_days_after_their_preview_and_the_chart_counts_
     let (from, to) = (day(3).await, day(0).await);
 
     let browser = Browser::start().await;
-    browser.goto(&format!("{base}/login")).await;
-    browser.type_into("#token", &root).await;
-    browser.click("#sign-in").await;
-    browser.wait_text("#who", "signed in", |t| t == "root (admin)").await;
+    browser.sign_in(&base, &root, "root (admin)").await;
     browser.goto(&format!("{base}/#task=daily-points")).await;
     let plugin = browser.wait_text("#plugins tr[data-task='daily-points']", "the plugin's row", |t| t.contains("accounts (writes)")).await;
     assert!(plugin.contains("points = secret sha256:") && !plugin.contains("= 10"), "{plugin}");

@@ -132,6 +132,15 @@ impl Browser {
         }
     }
 
+    /// Sign in to the console at `base` with `token`, as the page's form does; `who` is how
+    /// the page then names the caller ("alice (operator)").
+    pub async fn sign_in(&self, base: &str, token: &str, who: &str) {
+        self.goto(&format!("{base}/login")).await;
+        self.type_into("#token", token).await;
+        self.click("#sign-in").await;
+        self.wait_text("#who", "signed in", |t| t == who).await;
+    }
+
     /// Answer the page's open confirm() or prompt() (`text` typed into a prompt first);
     /// returns what the dialog asked.
     pub async fn answer_dialog(&self, text: Option<&str>) -> String {
