@@ -22,7 +22,7 @@ const ROLE_EXISTS: &str = "SELECT pg_catalog.pg_has_role(current_user, oid, 'MEM
 /// once took TRUNCATE from the plugin's own ledger, and from the host with it).
 // pg_catalog-qualified: an exact-type function of a schema a plugin could create in
 // (`public.quote_ident(name)`) would otherwise be picked over the built-in, and run as the host.
-const HELD_TABLES: &str = "SELECT c.oid::regclass::text FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
+const HELD_TABLES: &str = "SELECT c.oid::regclass::text, c.relkind = 'S' FROM pg_catalog.pg_class c, pg_catalog.aclexplode(c.relacl) a
      WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)
        AND c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = $1)";
 const HELD_SCHEMAS: &str = "SELECT pg_catalog.quote_ident(n.nspname::text) FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
@@ -317,7 +317,7 @@ fn lost_race(e: &tokio_postgres::Error) -> bool {
 /// that it does not hold WITH GRANT OPTION. The refusal names the object, the privilege
 /// and the statement its owner runs. Checked rather than read from the GRANT's failure:
 /// a GRANT of what one lacks may only warn ("no privileges were granted") or name
-/// another object (a sequence's `tableoid` column).
+/// another object (a sequence's `tableoid` column, as a REVOKE ALL does: [`grant_present`]).
 async fn check_grantable(tx: &impl Sql, kind: &str, object: &str, privileges: &str, role: &str) -> Result<(), AccessError> {
     let row = tx.one(GRANTABLE, &[&kind, &object, &privileges]).await?;
     let missing: Vec<String> = row.get(0);
@@ -353,6 +353,19 @@ pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &
             Err(AccessError::Grant { .. }) => tracing::debug!(%schema, "the host's role cannot pass CREATE on: left to the setup"),
             Err(e) => return Err(e),
         }
+    }
+    Ok(())
+}
+
+/// Take back the right to create tables that [`open_setup`] gave `role`, and only that:
+/// [`grant`] does so with the rest; a load whose grants failed does it alone, so the role
+/// never keeps it past its setup, while the rights a running version of the plugin uses
+/// (elsewhere, on another host) stay.
+pub async fn close_setup(tx: &(impl GenericClient + Sql), role: &str) -> Result<(), AccessError> {
+    let grantee = quote_ident(role);
+    for row in tx.rows(HELD_SCHEMAS, &[&role]).await? {
+        let schema: String = row.get(0);
+        tx.batch_execute(&format!("REVOKE CREATE ON SCHEMA {schema} FROM {grantee}")).await?;
     }
     Ok(())
 }
@@ -395,8 +408,16 @@ pub async fn grant(tx: &(impl GenericClient + Sql), role: &str, tables: &[TableG
 pub async fn grant_present(tx: &(impl GenericClient + Sql), role: &str, tables: &[TableGrant], skip_missing: bool) -> Result<(), AccessError> {
     let grantee = quote_ident(role);
     for row in tx.rows(HELD_TABLES, &[&role]).await? {
-        let table: String = row.get(0);
-        tx.batch_execute(&format!("REVOKE ALL ON TABLE {table} FROM {grantee}")).await?;
+        let (table, sequence): (String, bool) = (row.get(0), row.get(1));
+        // A sequence's USAGE is all a host grants on one. REVOKE ALL would take SELECT and
+        // UPDATE too, column privileges that a host holding only USAGE is refused
+        // (`permission denied for column "tableoid"`): every reload of a plugin writing a
+        // table with a serial column the host does not own failed so.
+        let revoke = match sequence {
+            true => format!("REVOKE USAGE ON SEQUENCE {table} FROM {grantee}"),
+            false => format!("REVOKE ALL ON TABLE {table} FROM {grantee}"),
+        };
+        tx.batch_execute(&revoke).await?;
     }
     for row in tx.rows(HELD_SCHEMAS, &[&role]).await? {
         let schema: String = row.get(0);

@@ -70,6 +70,11 @@ async fn the_owner_runs_what_grants_prints_and_the_host_serves() {
     assert!(line.contains("cannot grant USAGE on sequence public.accounts_id_seq"), "{line}");
     assert!(line.contains(&format!("As {owner} (its owner), run: {}", expected[3])), "{line}");
     host_proc.stop().await;
+    // Refused at its grants after its setup had run: the right to create tables the setup
+    // was given is taken back, not kept by the plugin's role.
+    let creators = "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'almanac\\_task\\_%' AND has_schema_privilege(oid, 'public', 'CREATE')";
+    assert_eq!(as_owner.query_one(creators, &[]).await.unwrap().get::<_, i64>(0), 0);
+    assert!(as_owner.query_one("SELECT count(*) FROM pg_roles WHERE rolname LIKE 'almanac\\_task\\_%'", &[]).await.unwrap().get::<_, i64>(0) > 0);
 
     // What `grants` prints now is the one statement left; the owner runs it.
     let (code, script, err) = almanac(&url, &["grants", "--plugins", &dir]);
@@ -103,11 +108,17 @@ async fn the_owner_runs_what_grants_prints_and_the_host_serves() {
     for statement in statements(&script) {
         as_owner.batch_execute(statement).await.unwrap();
     }
+    // Restarted, the host loads daily-points again: its grants are revoked and made anew,
+    // the sequence's USAGE included (a REVOKE ALL on it was refused, every time).
     let mut host_proc = HostProc::spawn_url(&url, plugins.path(), &["--workers", "2"], &[]);
     host_proc.wait_log("task=fixture-sleeper", Duration::from_secs(60)).await;
+    host_proc.wait_log("plugin loaded task=daily-points", Duration::from_secs(60)).await;
+    assert!(!host_proc.log().contains("plugin not loaded"), "{}", host_proc.log());
     as_host.batch_execute("INSERT INTO almanac.jobs (task, slot, key) VALUES ('fixture-sleeper', '2026-01-01T00:00:00Z', 's1')").await.unwrap();
     crate::support::wait_for("the sleeper asleep", Duration::from_secs(60), || async {
-        admin.query_one("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'", &[]).await.unwrap().get::<_, i64>(0) == 1
+        // This database's: other tests' sleepers run on the same server.
+        let asleep = format!("SELECT count(*) FROM pg_stat_activity WHERE datname = '{database}' AND state = 'active' AND query LIKE 'SELECT pg_sleep%'");
+        admin.query_one(&asleep, &[]).await.unwrap().get::<_, i64>(0) == 1
     })
     .await;
     let (_, out, err) = almanac(&url, &["status", "--json"]);
@@ -117,6 +128,9 @@ async fn the_owner_runs_what_grants_prints_and_the_host_serves() {
         .find(|l| l["task"] == "fixture-sleeper")
         .unwrap_or_else(|| panic!("{out}{err}"));
     assert_eq!((sleeper["pending"].as_i64(), sleeper["running"].as_i64()), (Some(1), Some(1)), "{out}");
-    admin.batch_execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep%'").await.unwrap();
+    admin
+        .batch_execute(&format!("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = '{database}' AND query LIKE 'SELECT pg_sleep%'"))
+        .await
+        .unwrap();
     host_proc.stop().await;
 }

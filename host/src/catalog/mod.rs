@@ -517,29 +517,46 @@ async fn install(
             return Err(e);
         }
     }
-    let tx = conn.transaction().await?;
-    // In the transaction of the grants: a job running meanwhile never finds its tables
-    // neither the old role's nor the new one's.
-    access::retire_shared_role(&*tx, plugin.name(), &spec.role, &login).await?;
-    access::grant(&*tx, &spec.role, &spec.tables).await?;
-    access::grant_enqueues(&*tx, &spec.role, &spec.enqueues).await?;
-    let calls = calls::resolve(&*tx, plugin.name(), &spec.calls).await?;
-    tx.exec(
-        "INSERT INTO almanac.plugins (name, digest, version, calls) VALUES ($1, $2, $3, $4)
-         ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, calls = EXCLUDED.calls, loaded_at = now()",
-        &[&plugin.name(), &plugin.digest, &spec.version, &serde_json::to_value(&calls)?],
-    )
-    .await?;
-    let registered = match register {
-        Some(source) => match scheduler::applied::register(&*tx, spec, settings, source).await {
-            Ok(registered) => registered,
-            Err(scheduler::applied::RegisterError::Db(e)) => return Err(e.into()),
-            // Nothing of the set-up is kept: the task is not served here.
-            Err(scheduler::applied::RegisterError::Disagrees(d)) => return Err(d.into()),
-        },
-        None => None,
+    let granted = async {
+        let tx = conn.transaction().await?;
+        // In the transaction of the grants: a job running meanwhile never finds its tables
+        // neither the old role's nor the new one's.
+        access::retire_shared_role(&*tx, plugin.name(), &spec.role, &login).await?;
+        access::grant(&*tx, &spec.role, &spec.tables).await?;
+        access::grant_enqueues(&*tx, &spec.role, &spec.enqueues).await?;
+        let calls = calls::resolve(&*tx, plugin.name(), &spec.calls).await?;
+        tx.exec(
+            "INSERT INTO almanac.plugins (name, digest, version, calls) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (name) DO UPDATE SET digest = EXCLUDED.digest, version = EXCLUDED.version, calls = EXCLUDED.calls, loaded_at = now()",
+            &[&plugin.name(), &plugin.digest, &spec.version, &serde_json::to_value(&calls)?],
+        )
+        .await?;
+        let registered = match register {
+            Some(source) => match scheduler::applied::register(&*tx, spec, settings, source).await {
+                Ok(registered) => registered,
+                Err(scheduler::applied::RegisterError::Db(e)) => return Err(e.into()),
+                // Nothing of the set-up is kept: the task is not served here.
+                Err(scheduler::applied::RegisterError::Disagrees(d)) => return Err(d.into()),
+            },
+            None => None,
+        };
+        tx.commit().await?;
+        anyhow::Ok(registered)
+    }
+    .await;
+    let registered = match granted {
+        Ok(registered) => registered,
+        Err(e) => {
+            // Its grants rolled back, the setup's right to create tables (committed by
+            // open_login) would stay with the role: taken back on its own.
+            if !spec.setup.is_empty() {
+                let tx = conn.transaction().await?;
+                access::close_setup(&*tx, &spec.role).await?;
+                tx.commit().await?;
+            }
+            return Err(e);
+        }
     };
-    tx.commit().await?;
     lock.release().await?;
     if let Some(cursor) = registered {
         let cron = spec.schedule.as_ref().map_or("(on demand)", |s| s.cron());
