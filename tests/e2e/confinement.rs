@@ -302,3 +302,27 @@ async fn roles_are_per_database() {
         host.stop().await;
     }
 }
+
+/// A load that never finished (its host killed between the plugin's setup and its
+/// grants) left the plugin's role able to create tables: the next load, under the setup
+/// lock, takes that back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_right_to_create_an_unfinished_load_left_is_taken_back_by_the_next() {
+    let db = TestDb::new().await;
+    db.accounts(1).await;
+    let plugins = plugin_dir(&["daily_points"]);
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    db.wait_count("SELECT count(*) FROM almanac.schedules WHERE task = 'daily-points'", 1, Duration::from_secs(60)).await;
+    host.stop().await;
+    let role = almanac::access::role_name("daily-points", &db.name);
+    let creates = format!("SELECT count(*) FROM pg_namespace n, aclexplode(n.nspacl) a WHERE a.privilege_type = 'CREATE' AND a.grantee = (SELECT oid FROM pg_roles WHERE rolname = '{role}')");
+    assert_eq!(db.count(&creates).await, 0, "its setup's right ended with its load");
+    // As open_setup leaves it, had the host died right after.
+    db.client.batch_execute(&format!("GRANT USAGE, CREATE ON SCHEMA public TO \"{role}\"")).await.unwrap();
+    assert_eq!(db.count(&creates).await, 1);
+    let mut host = HostProc::spawn(&db, plugins.path(), &[]);
+    host.wait_log("a plugin's role kept the right to create tables from an unfinished load: taken back", Duration::from_secs(60)).await;
+    host.wait_log("plugin loaded task=daily-points", Duration::from_secs(60)).await;
+    assert_eq!(db.count(&creates).await, 0, "log:\n{}", host.log());
+    host.stop().await;
+}

@@ -10,6 +10,7 @@ mod catalogue;
 mod changes;
 mod confinement;
 mod console;
+mod console_access;
 mod console_periods;
 mod contention;
 mod core;

@@ -495,6 +495,9 @@ async fn install(
     let spec = &plugin.spec;
     let pool = Conn::pool(conn).context("a host connection outside its pool")?;
     let lock = access::SetupLock::take(&pool).await?;
+    let tx = conn.transaction().await?;
+    access::close_stale_setups(&*tx).await?;
+    tx.commit().await?;
     let login = open_login(conn, plugin, policy).await?;
     if !spec.setup.is_empty() {
         let setup = async {
@@ -512,8 +515,14 @@ async fn install(
             // another host running meanwhile found no right to its tables and failed
             // for good (the chaos test's `permission denied for table accounts`).
             let tx = conn.transaction().await?;
-            access::grant_present(&*tx, &spec.role, &spec.tables, true).await?;
-            tx.commit().await?;
+            match access::grant_present(&*tx, &spec.role, &spec.tables, true).await {
+                Ok(()) => tx.commit().await?,
+                Err(granting) => {
+                    drop(tx);
+                    close_setup(conn, &spec.role).await;
+                    return Err(e.context(format!("and its grants could not be made again: {granting}")));
+                }
+            }
             return Err(e);
         }
     }
@@ -550,9 +559,7 @@ async fn install(
             // Its grants rolled back, the setup's right to create tables (committed by
             // open_login) would stay with the role: taken back on its own.
             if !spec.setup.is_empty() {
-                let tx = conn.transaction().await?;
-                access::close_setup(&*tx, &spec.role).await?;
-                tx.commit().await?;
+                close_setup(conn, &spec.role).await;
             }
             return Err(e);
         }
@@ -563,6 +570,22 @@ async fn install(
         tracing::info!(task = %spec.name, cron, zone = %spec.zone.name(), cursor = %cursor, "schedule registered");
     }
     Ok(())
+}
+
+/// [`access::close_setup`] in a transaction of its own, after a load failed: logged if it
+/// fails too (the next load under the setup lock takes the right back), so the load's own
+/// error is the one reported.
+async fn close_setup(conn: &mut Conn, role: &str) {
+    let closed = async {
+        let tx = conn.transaction().await?;
+        access::close_setup(&*tx, role).await?;
+        tx.commit().await?;
+        anyhow::Ok(())
+    }
+    .await;
+    if let Err(e) = closed {
+        tracing::warn!(%role, "could not take back the setup's right to create tables: {e:#}");
+    }
 }
 
 /// The plugin's setup statements, checked by the statement policy.

@@ -199,6 +199,12 @@ async fn as_confirmed(client: &Client, action: Action, request: &Request, origin
     }
 }
 
+/// No host registered `task`: a retry or discard that changed nothing names the typo, as
+/// the CLI does, rather than answer "0 jobs".
+async fn unknown(client: &Client, task: &str) -> Result<bool, tokio_postgres::Error> {
+    Ok(crate::scheduler::operate::schedule_of(client, task).await?.is_none())
+}
+
 async fn take(client: &Client, action: Action, request: &Request, origin: &str) -> Taken {
     let task = request.task.as_str();
     let (slot, key, reason) = (request.slot, request.key.as_deref(), request.reason.as_deref().filter(|r| !r.trim().is_empty()));
@@ -217,13 +223,27 @@ async fn take(client: &Client, action: Action, request: &Request, origin: &str) 
         (Err(e), _) | (_, Err(e)) => return Ok(Err(e)),
     };
     Ok(Ok(match action {
-        Action::Retry => crate::executor::operate::retry(client, task, which, origin).await? as i64,
+        Action::Retry => {
+            let retried = crate::executor::operate::retry(client, task, which, origin).await? as i64;
+            if retried == 0 && unknown(client, task).await? {
+                return Ok(Err(no_task()));
+            }
+            retried
+        }
         Action::Discard => {
             let Some(reason) = reason else { return Ok(Err(needs_reason())) };
-            if !request.all && which.is_every() {
-                return Ok(Err((StatusCode::BAD_REQUEST, "say which jobs: a slot, a key, a range (from, to), or all".into())));
+            if request.all != which.is_every() {
+                let say = match request.all {
+                    true => "all takes every pending and failed job of the task: no slot, key or range with it",
+                    false => "say which jobs: a slot, a key, a range (from, to), or all",
+                };
+                return Ok(Err((StatusCode::BAD_REQUEST, say.into())));
             }
-            crate::executor::operate::discard(client, task, which, origin, reason).await?
+            let discarded = crate::executor::operate::discard(client, task, which, origin, reason).await?;
+            if discarded == 0 && unknown(client, task).await? {
+                return Ok(Err(no_task()));
+            }
+            discarded
         }
         Action::Hold | Action::Release => {
             let held = action == Action::Hold;

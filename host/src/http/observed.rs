@@ -102,15 +102,16 @@ impl Observed {
         if let Some(token) = bearer.filter(|t| t.starts_with(operators::TOKEN_PREFIX)) {
             let key = format!("b:{}", operators::digest(token));
             let shaped = operators::is_token(token);
-            let found = self.found(key, address, shaped, |c| async move { Ok(operators::verify(&**c, token).await?.map(|i| (i, None))) }).await?;
+            let found = self.found(key, address, shaped, true, |c| async move { Ok(operators::verify(&**c, token).await?.map(|i| (i, None))) }).await?;
             let (identity, _) = found.ok_or(Refusal::SignIn)?;
             return Ok(Caller { identity, csrf: None, via: "token" });
         }
         if let Some(cookie) = auth::cookie(headers, COOKIE) {
             let key = format!("s:{}", operators::digest(cookie));
             let shaped = operators::is_secret(cookie);
-            let found =
-                self.found(key, address, shaped, |c| async move { Ok(operators::find_session(&**c, cookie).await?.map(|(i, csrf)| (i, Some(csrf)))) }).await?;
+            let found = self
+                .found(key, address, shaped, true, |c| async move { Ok(operators::find_session(&**c, cookie).await?.map(|(i, csrf)| (i, Some(csrf)))) })
+                .await?;
             if let Some((identity, csrf)) = found {
                 return Ok(Caller { identity, csrf, via: "session" });
             }
@@ -125,7 +126,10 @@ impl Observed {
                 let header = self.access.trusted_header.as_deref().and_then(|h| headers.get(h));
                 let name = header.and_then(|v| v.to_str().ok()).ok_or(Refusal::SignIn)?;
                 let key = format!("h:{}", operators::digest(name));
-                let found = self.found(key, address, true, |c| async move { Ok(operators::named(&**c, name).await?.map(|i| (i, None))) }).await?;
+                // Not a guess: the proxy names who signed in there. Counted as failures, one
+                // user without a token here, their page open, had every user behind the
+                // proxy (one address) refused within a minute.
+                let found = self.found(key, address, true, false, |c| async move { Ok(operators::named(&**c, name).await?.map(|i| (i, None))) }).await?;
                 let (identity, _) =
                     found.ok_or_else(|| Refusal::Forbidden(format!("{name} has no token here: `almanac token create --name {name} --role ROLE`")))?;
                 Ok(Caller { identity, csrf: None, via: "proxy" })
@@ -134,11 +138,11 @@ impl Observed {
     }
 
     /// What `key` was found to be, believed a few seconds ([`auth::Gate`]), else `look`ed
-    /// up (not when it has the wrong `shape`). A lookup that finds nothing is a failed
-    /// sign-in of `address`, and an address with too many is not looked up for a while:
-    /// random tokens or cookies must neither be tried without end nor take the
-    /// listener's two connections.
-    async fn found<F, Fut>(&self, key: String, address: IpAddr, shaped: bool, look: F) -> Result<Found, Refusal>
+    /// up (not when it has the wrong `shape`). A lookup of a secret (`guessed`) that finds
+    /// nothing is a failed sign-in of `address`, and an address with too many is not
+    /// looked up for a while: random tokens or cookies must neither be tried without end
+    /// nor take the listener's two connections.
+    async fn found<F, Fut>(&self, key: String, address: IpAddr, shaped: bool, guessed: bool, look: F) -> Result<Found, Refusal>
     where
         F: FnOnce(crate::db::Conn) -> Fut,
         Fut: std::future::Future<Output = Result<Found, tokio_postgres::Error>>,
@@ -156,7 +160,7 @@ impl Observed {
             }
             false => None,
         };
-        if found.is_none() {
+        if found.is_none() && guessed {
             self.gate.failed(address);
         }
         self.gate.remember(key, found.clone());

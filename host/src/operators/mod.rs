@@ -30,8 +30,8 @@ pub enum Role {
     /// Retries and discards jobs, holds and releases tasks, pauses and resumes schedules;
     /// pauses, resumes, delivers now, retries and discards outbox messages.
     Operator,
-    /// Everything an operator does (and, as they come, the actions that rewrite a
-    /// schedule's history: cursor, backfill).
+    /// Everything an operator does, and the actions that rewrite a schedule's history:
+    /// backfill a range, move a cursor.
     Admin,
 }
 
