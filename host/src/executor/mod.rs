@@ -36,7 +36,7 @@ pub mod transient;
 
 pub use batch::BatchError;
 use batch::{Claimed, JobRun, COMMIT};
-use record::{poisoned, record_failure, Failure, Follow, Statements};
+use record::{poisoned, record_failure, Failure, Follow, InFlight, Statements};
 
 const CLAIM: &str = include_str!("claim.sql");
 const MARK_FAILED: &str = include_str!("mark_failed.sql");
@@ -438,10 +438,12 @@ impl SlotCache {
 /// One transaction in a session of `task`'s login: claim, record the claim, run each
 /// job under a savepoint, record its end, commit.
 ///
-/// The host's own statements are pipelined (sent together, answered together), so a job
-/// costs one round trip before the plugin runs and one after: BEGIN + claim + the first
-/// SAVEPOINT, then (on failure ROLLBACK TO and the job's record +) the next SAVEPOINT (or
-/// COMMIT). If any of them fails, the error is returned and the connection dropped; the
+/// The host's own statements are pipelined: BEGIN + claim + the first SAVEPOINT in one
+/// round trip per batch; after a job that succeeded, its session's reset and the next
+/// SAVEPOINT go out unanswered, ahead of the next job's first statement ([`InFlight`]), so
+/// a job costs the host no round trip of its own (the statements of the plugin are its
+/// own); a failed job's ROLLBACK TO, its record and what follows take one; COMMIT ends the
+/// batch. If any of them fails, the error is returned and the connection dropped; the
 /// transaction never commits.
 pub async fn run_batch(
     conn: &Arc<Conn>,
@@ -528,14 +530,17 @@ pub async fn run_batch(
     if let Err(e) = context.recorder.record(*backend, held(&rows)).await {
         return Err(BatchError::ConnectionLost(e.to_string()));
     }
-    // Invariant at the top of the loop: a savepoint "job" is open and unused.
+    // Invariant at the top of the loop: a savepoint "job" is open and unused (or on its
+    // way, in `sent`).
     let started = std::time::Instant::now();
+    let mut sent: Option<InFlight> = None;
     for (i, row) in rows.iter().enumerate() {
         // Long enough, or a job's deadline sent a cancel on this connection (which may
         // land late, on the next job's statement: the connection is replaced after the
         // batch): the jobs not started go back pending for the next claim, so the
         // transaction (its locks, VACUUM's horizon) stays short.
         if i > 0 && (started.elapsed() >= options.batch_time || outcome.retire_connection) {
+            InFlight::answer(sent.take()).await?;
             // The claim on record shrinks to the jobs that ran first: the sweep must not
             // take the ones put back for jobs this backend was running when it ended.
             if let Err(e) = context.recorder.record(*backend, held(&rows[..i])).await {
@@ -556,9 +561,12 @@ pub async fn run_batch(
         };
         let span = tracing::info_span!("job", task = %row.task, slot = %job.slot.label, key = %crate::text::printable(&row.key), attempt = job.attempt);
         let run = if row.crashes >= options.poison_after {
+            InFlight::answer(sent.take()).await?;
             poisoned(conn, &statements, &plugin, row, follow).instrument(span).await?
         } else {
-            run_job(conn, &statements, &plugin, &job, (row.slot, row.transients), options, follow).instrument(span).await?
+            let (run, next) = run_job(conn, &statements, &plugin, &job, (row.slot, row.transients), options, (sent.take(), follow)).instrument(span).await?;
+            sent = next;
+            run
         };
         outcome.retire_connection |= run.cancelled;
         outcome.conflicts += usize::from(run.conflict);
@@ -580,8 +588,9 @@ async fn put_back(conn: &Arc<Conn>, unclaim: &Prepared, rows: &[Claimed], ran: b
     Ok(())
 }
 
-/// Run one claimed job in the open savepoint and send `follow` (the next SAVEPOINT, or
-/// COMMIT): its done mark is the claim's. A failure is recorded in the same round trip.
+/// Run one claimed job in the open savepoint (the one `before` is still answering, if
+/// any) and send `follow` (the next SAVEPOINT, or COMMIT): its done mark is the claim's.
+/// A failure is recorded in the same round trip. The next savepoint is returned unanswered.
 async fn run_job(
     conn: &Arc<Conn>,
     statements: &Statements<'_>,
@@ -589,24 +598,32 @@ async fn run_job(
     job: &Job,
     (slot, transients): (DateTime<Utc>, i32),
     options: &Options,
-    follow: Follow,
-) -> Result<JobRun, BatchError> {
+    (before, follow): (Option<InFlight>, Follow),
+) -> Result<(JobRun, Option<InFlight>), BatchError> {
     let key = &job.key;
     let started = std::time::Instant::now();
     let called = plugin.run(conn, job).await;
     let elapsed = started.elapsed();
     let cancelled = called.ending.cancel_sent;
+    InFlight::answer(before).await?;
     match called.result {
         Ok(()) => {
             // The savepoint is not released: the next one nests in it, and COMMIT ends
             // them all (a released subtransaction stays in the backend's subtransaction
             // cache until then anyway).
-            match called.ending.used {
-                true => conn.batch_execute(follow.after_call()).await?,
-                false => conn.batch_execute(follow.sql()).await?,
-            }
+            let sql = match called.ending.used {
+                true => follow.after_call(),
+                false => follow.sql(),
+            };
             tracing::debug!(?elapsed, "job done");
-            Ok(JobRun { end: JobEnd::Done, elapsed, cancelled, conflict: false })
+            let done = JobRun { end: JobEnd::Done, elapsed, cancelled, conflict: false };
+            match follow {
+                Follow::Savepoint => Ok((done, Some(InFlight::send(conn, sql).await))),
+                Follow::Commit => {
+                    conn.batch_execute(sql).await?;
+                    Ok((done, None))
+                }
+            }
         }
         Err(CallError::ConnectionLost(why)) if transient::of_call(&called.ending, None) => Err(BatchError::Dropped(why)),
         Err(CallError::ConnectionLost(why)) => Err(BatchError::ConnectionLost(why)),
@@ -630,7 +647,7 @@ async fn run_job(
                 tracing::info!(error = %crate::text::printable(&message), retry_in = ?delay, "job attempt failed");
             }
             let end = if give_up { JobEnd::Failed } else { JobEnd::Retried };
-            Ok(JobRun { end, elapsed, cancelled, conflict: transient && transient::conflict_of_call(&called.ending) })
+            Ok((JobRun { end, elapsed, cancelled, conflict: transient && transient::conflict_of_call(&called.ending) }, None))
         }
     }
 }

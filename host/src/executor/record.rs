@@ -1,5 +1,6 @@
 //! How a job's end is written in its own transaction, and what follows it in the same
-//! round trip: the next job's savepoint, or the batch's COMMIT. A failed job rolls
+//! message: the next job's savepoint (sent unanswered after a job that succeeded:
+//! [`InFlight`]), or the batch's COMMIT. A failed job rolls
 //! back to its savepoint and records its attempt (or its interruption) over the
 //! claim's done mark.
 use std::sync::Arc;
@@ -41,6 +42,35 @@ impl Follow {
                 &NEXT
             }
             Follow::Commit => &COMMIT,
+        }
+    }
+}
+
+/// What followed a job that succeeded (its session reset, the next job's savepoint),
+/// sent and not yet answered: the next job's statements go out behind it in the same
+/// pipeline, so a job costs no round trip of the host's own. Its answer is read before
+/// anything is done about the next job's end: a ROLLBACK TO after a savepoint that
+/// failed would undo the job before it.
+pub(super) struct InFlight(std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), tokio_postgres::Error>> + Send>>);
+
+impl InFlight {
+    /// Send `sql` on `conn` now (queued on the connection in order, before any later
+    /// statement), without waiting for its answer.
+    pub(super) async fn send(conn: &Arc<Conn>, sql: &'static str) -> InFlight {
+        let conn = conn.clone();
+        let mut sent = Box::pin(async move { conn.batch_execute(sql).await });
+        // The first poll queues the message; it cannot have its answer yet.
+        match futures_util::poll!(sent.as_mut()) {
+            std::task::Poll::Ready(answer) => InFlight(Box::pin(std::future::ready(answer))),
+            std::task::Poll::Pending => InFlight(sent),
+        }
+    }
+
+    /// Its answer, if anything was sent.
+    pub(super) async fn answer(sent: Option<InFlight>) -> Result<(), BatchError> {
+        match sent {
+            Some(InFlight(sent)) => Ok(sent.await?),
+            None => Ok(()),
         }
     }
 }
