@@ -27,16 +27,13 @@ const HELD_TABLES: &str = "SELECT c.oid::regclass::text, c.relkind = 'S' FROM pg
        AND c.relowner <> (SELECT oid FROM pg_roles WHERE rolname = $1)";
 const HELD_SCHEMAS: &str = "SELECT pg_catalog.quote_ident(n.nspname::text) FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
      WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1)";
-/// The schemas on which `$1` may create. Whoever granted it (a superuser host's grant is
-/// recorded as the schema owner's): where the host holds no right at all a REVOKE fails
-/// outright, so those are left (not the host's grant, not its to take back).
-const HELD_CREATE: &str = "SELECT pg_catalog.quote_ident(n.nspname::text) FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
-     WHERE a.grantee = (SELECT oid FROM pg_roles WHERE rolname = $1) AND a.privilege_type = 'CREATE'
-       AND (pg_catalog.has_schema_privilege(n.oid, 'USAGE') OR pg_catalog.has_schema_privilege(n.oid, 'CREATE'))";
-/// Every task role that may create on a schema of this database, as [`HELD_CREATE`].
-const STALE_SETUPS: &str = "SELECT pg_catalog.quote_ident(r.rolname::text), pg_catalog.quote_ident(n.nspname::text)
+/// Task roles (`$1`, or every one when NULL) that may create on a schema of this
+/// database, whoever granted it (a superuser host's grant is recorded as the schema
+/// owner's). Where the host holds no right at all a REVOKE fails outright, so those are
+/// left (not the host's grant, not its to take back).
+const MAY_CREATE: &str = "SELECT pg_catalog.quote_ident(r.rolname::text), pg_catalog.quote_ident(n.nspname::text)
      FROM pg_catalog.pg_namespace n CROSS JOIN LATERAL pg_catalog.aclexplode(n.nspacl) a JOIN pg_catalog.pg_roles r ON r.oid = a.grantee
-     WHERE a.privilege_type = 'CREATE' AND r.rolname LIKE 'almanac\\_task\\_%'
+     WHERE a.privilege_type = 'CREATE' AND r.rolname LIKE 'almanac\\_task\\_%' AND ($1::text IS NULL OR r.rolname = $1)
        AND (pg_catalog.has_schema_privilege(n.oid, 'USAGE') OR pg_catalog.has_schema_privilege(n.oid, 'CREATE'))";
 /// A declared table as the server resolves it (the session's search_path applies).
 const RESOLVE_TABLE: &str = "SELECT c.oid::regclass::text, n.nspname::text, c.relowner = (SELECT oid FROM pg_roles WHERE rolname = $2)
@@ -368,27 +365,20 @@ pub async fn open_setup(tx: &(impl GenericClient + Sql), role: &str, writable: &
     Ok(())
 }
 
-/// Take back the right to create tables that [`open_setup`] gave `role`, and only that:
-/// [`grant`] does so with the rest; a load whose grants failed does it alone, so the role
-/// never keeps it past its setup, while the rights a running version of the plugin uses
-/// (on another host) stay.
-pub async fn close_setup(tx: &(impl GenericClient + Sql), role: &str) -> Result<(), AccessError> {
-    let grantee = quote_ident(role);
-    for row in tx.rows(HELD_CREATE, &[&role]).await? {
-        let schema: String = row.get(0);
+/// Take back the right to create tables that [`open_setup`] gave `role` (None: every task
+/// role), and only that: [`grant`] does so with the rest. A load whose grants failed does
+/// it for its role alone, so the role never keeps it past its setup while the rights a
+/// running version of the plugin uses (on another host) stay. Under the [`SetupLock`] no
+/// task's setup runs in this database, so a task role still able to create then kept it
+/// from a load that ended mid-way (a host killed between its setup and its grants): the
+/// next load takes it back first.
+pub async fn close_setup(tx: &(impl GenericClient + Sql), role: Option<&str>) -> Result<(), AccessError> {
+    for row in tx.rows(MAY_CREATE, &[&role]).await? {
+        let (grantee, schema): (String, String) = (row.get(0), row.get(1));
+        if role.is_none() {
+            tracing::warn!(role = %grantee, %schema, "a plugin's role kept the right to create tables from an unfinished load: taken back");
+        }
         tx.batch_execute(&format!("REVOKE CREATE ON SCHEMA {schema} FROM {grantee}")).await?;
-    }
-    Ok(())
-}
-
-/// Under the [`SetupLock`], no task's setup runs in this database: a task role still able
-/// to create tables kept it from a load that ended mid-way (a host killed between its
-/// setup and its grants, a lost connection). Taken back before the next setup.
-pub async fn close_stale_setups(tx: &(impl GenericClient + Sql)) -> Result<(), AccessError> {
-    for row in tx.rows(STALE_SETUPS, &[]).await? {
-        let (role, schema): (String, String) = (row.get(0), row.get(1));
-        tracing::warn!(%role, %schema, "a plugin's role kept the right to create tables from an unfinished load: taken back");
-        tx.batch_execute(&format!("REVOKE CREATE ON SCHEMA {schema} FROM {role}")).await?;
     }
     Ok(())
 }

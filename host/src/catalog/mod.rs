@@ -495,9 +495,6 @@ async fn install(
     let spec = &plugin.spec;
     let pool = Conn::pool(conn).context("a host connection outside its pool")?;
     let lock = access::SetupLock::take(&pool).await?;
-    let tx = conn.transaction().await?;
-    access::close_stale_setups(&*tx).await?;
-    tx.commit().await?;
     let login = open_login(conn, plugin, policy).await?;
     if !spec.setup.is_empty() {
         let setup = async {
@@ -578,7 +575,7 @@ async fn install(
 async fn close_setup(conn: &mut Conn, role: &str) {
     let closed = async {
         let tx = conn.transaction().await?;
-        access::close_setup(&*tx, role).await?;
+        access::close_setup(&*tx, Some(role)).await?;
         tx.commit().await?;
         anyhow::Ok(())
     }
@@ -600,13 +597,16 @@ pub async fn check_setup(plugin: &Plugin, policy: &Policy) -> anyhow::Result<()>
 }
 
 /// Committed before a plugin's session can open (under the setup lock the caller holds):
-/// its setup checked, its role, its login, and the right to create tables for its setup.
+/// its setup checked, its role, its login, and the right to create tables for its setup
+/// (what a load that never finished left taken back first).
 /// Returns the login's name.
 async fn open_login(conn: &mut Conn, plugin: &Plugin, policy: &Policy) -> anyhow::Result<String> {
     let spec = &plugin.spec;
     check_setup(plugin, policy).await?;
     access::ensure_role(&***conn, &spec.role).await?;
     let tx = conn.transaction().await?;
+    // Under the setup lock: what a load that never finished left, before this one's.
+    access::close_setup(&*tx, None).await?;
     let login = crate::login::ensure(&*tx, plugin.name(), &spec.role, false).await?;
     if !spec.setup.is_empty() {
         access::open_setup(&*tx, &spec.role, &spec.writable()).await?;

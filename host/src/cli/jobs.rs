@@ -100,8 +100,8 @@ async fn attempts(client: &tokio_postgres::Client, task: &str, key: &str, limit:
     Ok(ExitCode::SUCCESS)
 }
 
-/// Which jobs of a task: all of them, or those of one slot, one key, a range of slots, or
-/// any of these together.
+/// Which jobs of a task: all of them, or those of one slot or a range of slots, of one key,
+/// or of a key in either.
 #[derive(clap::Args)]
 pub struct Selector {
     /// The task.

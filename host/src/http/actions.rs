@@ -144,9 +144,9 @@ pub async fn act(
             };
         }
         let done = match (request.preview, request.expect) {
-            (true, _) => preview(&client, action, &request, &origin).await,
+            (true, _) => in_transaction(&client, action, &request, &origin, None).await,
             (false, None) => take(&client, action, &request, &origin).await,
-            (false, Some(expected)) => as_confirmed(&client, action, &request, &origin, expected).await,
+            (false, confirmed) => in_transaction(&client, action, &request, &origin, confirmed).await,
         };
         match done {
             Ok(Ok(changed)) => {
@@ -165,36 +165,28 @@ pub async fn act(
 
 type Taken = Result<Result<i64, (StatusCode, String)>, tokio_postgres::Error>;
 
-/// The action in a transaction rolled back. A job a worker holds makes it wait, a few
-/// seconds at most.
-async fn preview(client: &Client, action: Action, request: &Request, origin: &str) -> Taken {
+/// The action in a transaction, a job a worker holds making it wait a few seconds at
+/// most: a preview (`confirmed` None) is rolled back; a confirmed action is kept only if
+/// it changes what its confirmation showed (between the preview and the click, jobs may
+/// have failed, been generated or enqueued), else rolled back and refused.
+async fn in_transaction(client: &Client, action: Action, request: &Request, origin: &str, confirmed: Option<i64>) -> Taken {
     client.batch_execute("BEGIN; SET LOCAL lock_timeout = '5s'").await?;
     let taken = take(client, action, request, origin).await;
-    client.batch_execute("ROLLBACK").await?;
-    taken
-}
-
-/// The action as its confirmation showed it, or nothing: between a preview and the
-/// click that confirms it, jobs may have failed, been generated or enqueued.
-async fn as_confirmed(client: &Client, action: Action, request: &Request, origin: &str, expected: i64) -> Taken {
-    // As its preview: a job a worker holds makes it wait a few seconds at most.
-    client.batch_execute("BEGIN; SET LOCAL lock_timeout = '5s'").await?;
-    let taken = take(client, action, request, origin).await;
-    match taken {
-        Ok(Ok(changed)) if changed != expected => {
+    match (taken, confirmed) {
+        (Ok(Ok(changed)), Some(expected)) if changed == expected => {
+            client.batch_execute("COMMIT").await?;
+            Ok(Ok(changed))
+        }
+        (Ok(Ok(changed)), Some(expected)) => {
             client.batch_execute("ROLLBACK").await?;
             Ok(Err((
                 StatusCode::CONFLICT,
                 format!("{changed} would change now, not the {expected} the confirmation showed: nothing was done; look again and confirm anew"),
             )))
         }
-        Ok(Ok(changed)) => {
-            client.batch_execute("COMMIT").await?;
-            Ok(Ok(changed))
-        }
-        refused => {
+        (taken, _) => {
             client.batch_execute("ROLLBACK").await?;
-            refused
+            taken
         }
     }
 }
