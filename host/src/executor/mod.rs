@@ -602,10 +602,12 @@ async fn run_job(
 ) -> Result<(JobRun, Option<InFlight>), BatchError> {
     let key = &job.key;
     let started = std::time::Instant::now();
-    let called = plugin.run(conn, job).await;
+    // The savepoint's answer is read while the plugin runs: left unread, its chunks fill
+    // the connection's response channel and stop it reading the plugin's answers too.
+    let (called, before) = futures_util::join!(plugin.run(conn, job), InFlight::answer(before));
     let elapsed = started.elapsed();
     let cancelled = called.ending.cancel_sent;
-    InFlight::answer(before).await?;
+    before?;
     match called.result {
         Ok(()) => {
             // The savepoint is not released: the next one nests in it, and COMMIT ends

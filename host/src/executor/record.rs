@@ -48,9 +48,9 @@ impl Follow {
 
 /// What followed a job that succeeded (its session reset, the next job's savepoint),
 /// sent and not yet answered: the next job's statements go out behind it in the same
-/// pipeline, so a job costs no round trip of the host's own. Its answer is read before
-/// anything is done about the next job's end: a ROLLBACK TO after a savepoint that
-/// failed would undo the job before it.
+/// pipeline, so a job costs no round trip of the host's own. Its answer is read while the
+/// next job runs, and known before anything is done about that job's end: a ROLLBACK TO
+/// after a savepoint that failed would undo the job before it.
 pub(super) struct InFlight(std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), tokio_postgres::Error>> + Send>>);
 
 impl InFlight {
