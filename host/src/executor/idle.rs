@@ -109,8 +109,7 @@ enum Woken {
 /// seen on this host's registry alone (a reload announces nothing to the database),
 /// looked at every second.
 async fn until(context: &Waiting<'_>, wake: &mut watch::Receiver<u64>, deadline: Instant, shutdown: &CancellationToken) -> Woken {
-    let registry = context.loaded.load_full();
-    let suspensions = registry.suspensions();
+    let served = crate::plugin::Served::now(context.loaded);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -121,8 +120,7 @@ async fn until(context: &Waiting<'_>, wake: &mut watch::Receiver<u64>, deadline:
             _ = tokio::time::sleep(left.min(REGISTRY_EVERY)) => {}
             _ = shutdown.cancelled() => return Woken::Registry,
         }
-        let now = context.loaded.load_full();
-        if !std::sync::Arc::ptr_eq(&now, &registry) || now.suspensions() != suspensions {
+        if served.changed(context.loaded) {
             return Woken::Registry;
         }
     }

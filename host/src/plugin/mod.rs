@@ -14,6 +14,6 @@ mod world;
 pub use crate::task::TaskSpec;
 pub use error::{CallError, LoadError};
 pub use limits::Limits;
-pub use registry::{Loaded, Registry};
+pub use registry::{Loaded, Registry, Served};
 pub use runtime::{Called, Plugin, PluginFile, Runtime};
 pub use state::HostState;

@@ -17,6 +17,36 @@ pub struct Registry {
 /// The registry the workers read now; [`crate::catalog::Folder`] replaces it on reload.
 pub type Loaded = arc_swap::ArcSwap<Registry>;
 
+/// What a host serves at one moment: a registry and its plugins' suspensions then. What
+/// it serves changed when a reload swapped the registry or a plugin was suspended or
+/// resumed: the one rule by which the workers, the idle wait and the scheduler look again.
+pub struct Served {
+    registry: Arc<Registry>,
+    suspensions: u64,
+}
+
+impl Served {
+    pub fn of(registry: Arc<Registry>) -> Served {
+        let suspensions = registry.suspensions();
+        Served { registry, suspensions }
+    }
+
+    /// What `loaded` serves now.
+    pub fn now(loaded: &Loaded) -> Served {
+        Served::of(loaded.load_full())
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// Whether `loaded` serves something else now.
+    pub fn changed(&self, loaded: &Loaded) -> bool {
+        let now = loaded.load();
+        !Arc::ptr_eq(&now, &self.registry) || now.suspensions() != self.suspensions
+    }
+}
+
 impl Registry {
     /// Whether `plugin`'s task is still free here; the error names the file that has it.
     pub fn check_free(&self, plugin: &Plugin) -> Result<(), LoadError> {

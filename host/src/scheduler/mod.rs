@@ -549,7 +549,7 @@ async fn rest(
     step: Duration,
     shutdown: &CancellationToken,
 ) {
-    let suspensions = registry.suspensions();
+    let served = crate::plugin::Served::of(registry.clone());
     let until = registry
         .iter()
         .map(|p| next.get(p.name()).copied().unwrap_or_else(Instant::now))
@@ -568,8 +568,7 @@ async fn rest(
             // The listener is gone (shutting down): tick by the clock.
             Err(_) => return,
         }
-        let now = loaded.load_full();
-        if !Arc::ptr_eq(&now, registry) || now.suspensions() != suspensions {
+        if served.changed(loaded) {
             next.clear();
             return;
         }
