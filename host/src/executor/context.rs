@@ -17,7 +17,7 @@ pub struct Options {
     /// Concurrent workers, each with its own connection. Defaults to 4.
     pub workers: usize,
     /// The most jobs claimed per transaction. Each worker starts a task at one and
-    /// doubles while claims come back full ([`batch::next_size`]). Defaults to 32; 1 is
+    /// doubles while claims come back full ([`super::batch::next_size`]). Defaults to 32; 1 is
     /// one job per transaction.
     pub batch: usize,
     /// A batch starts no job after running this long; the rest go back pending.
@@ -30,7 +30,7 @@ pub struct Options {
     /// Polling interval when idle and no notification arrives. Defaults to 1 s.
     pub poll_interval: Duration,
     /// A LISTEN connection wakes idle workers: only one of them looks without a
-    /// notification, at when the database says the next job comes due ([`idle`]).
+    /// notification, at when the database says the next job comes due ([`super::idle`]).
     /// Defaults to false (every worker polls every `poll_interval`).
     pub listening: bool,
     /// A job whose host (or connection) ended this many times while running it is
@@ -94,6 +94,6 @@ pub struct Context {
     /// Wakes the idle workers: every notification, a poll that found jobs, a task's
     /// concurrency raised.
     pub nudge: watch::Sender<u64>,
-    /// Taken by the idle worker that looks without a notification ([`idle::wait`]).
+    /// Taken by the idle worker that looks without a notification ([`super::idle::wait`]).
     pub poller: std::sync::atomic::AtomicBool,
 }
