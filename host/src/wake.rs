@@ -1,7 +1,7 @@
 //! LISTEN/NOTIFY wake-ups: a dedicated connection listens (the jobs, schedules and
 //! outbox triggers notify) and bumps a counter per channel that idle workers wait on.
 //! Polling stays the fallback, so a lost notification only costs latency.
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio::sync::watch;
@@ -87,4 +87,44 @@ pub async fn idle(wake: &mut watch::Receiver<u64>, delay: &mut Duration, max: Du
     };
     *delay = (*delay * 2).min(max);
     notified
+}
+
+/// How an [`until`] wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Woken {
+    /// A notification (one that came before the wait began counts).
+    Notified,
+    /// The listener is gone: nothing will be announced again.
+    Closed,
+    /// The deadline passed.
+    Time,
+    /// What the caller watches on this host alone changed.
+    Changed,
+    Shutdown,
+}
+
+/// Until a notification on `wake`, `deadline`, or shutdown; and until `changed()` says
+/// something only this host knows of (a reload announces nothing to the database)
+/// changed, asked first and then every `step`. The notification is marked seen.
+pub async fn until(
+    wake: &mut watch::Receiver<u64>,
+    deadline: Instant,
+    step: Duration,
+    mut changed: impl FnMut() -> bool,
+    shutdown: &CancellationToken,
+) -> Woken {
+    loop {
+        if changed() {
+            return Woken::Changed;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Woken::Time;
+        }
+        tokio::select! {
+            seen = wake.changed() => return if seen.is_ok() { Woken::Notified } else { Woken::Closed },
+            _ = tokio::time::sleep(left.min(step)) => {}
+            _ = shutdown.cancelled() => return Woken::Shutdown,
+        }
+    }
 }

@@ -152,10 +152,41 @@ async fn a_viewer_sees_no_action_and_requests_without_token_or_csrf_are_refused(
     assert_eq!(send(http.post(&retry), body).await.0, 401);
     assert_eq!(http.get(format!("{base}/api/overview")).send().await.unwrap().status().as_u16(), 401);
     assert_eq!(http.get(format!("{base}/metrics")).send().await.unwrap().status().as_u16(), 401);
+    // A page reached over plain HTTP at a name that is not loopback: the browser would drop
+    // the Secure cookie, so the sign-in says why instead of leading back to itself.
+    let port = base.rsplit(':').next().unwrap();
+    let far = format!("console.example:{port}");
+    let refused = http
+        .post(format!("{base}/login"))
+        .header("host", &far)
+        .header("origin", format!("http://{far}"))
+        .form(&[("token", alice.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 400);
+    assert!(refused.headers().get("set-cookie").is_none());
+    assert!(refused.text().await.unwrap().contains("plain HTTP"));
+    // The same behind a proxy that terminates TLS: signed in.
+    let proxied = http
+        .post(format!("{base}/login"))
+        .header("host", &far)
+        .header("origin", format!("https://{far}"))
+        .form(&[("token", alice.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(proxied.status().as_u16(), 303);
+    assert!(proxied.headers()["set-cookie"].to_str().unwrap().starts_with("__Host-almanac_session="));
     // An operator's browser session without its CSRF token (a forged cross-site form).
     let signed = http.post(format!("{base}/login")).form(&[("token", alice.as_str())]).send().await.unwrap();
     let cookie = signed.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
-    assert!(cookie.starts_with("almanac_session="), "{cookie}");
+    assert!(cookie.starts_with("__Host-almanac_session="), "{cookie}");
+    let attributes = signed.headers()["set-cookie"].to_str().unwrap().to_owned();
+    for needed in ["; Path=/", "; HttpOnly", "; Secure", "; SameSite=Strict"] {
+        assert!(attributes.contains(needed), "{attributes}");
+    }
+    assert!(!attributes.contains("Domain"), "{attributes}");
     let (status, text) = send(http.post(&retry).header("cookie", &cookie), body).await;
     assert_eq!((status, text.trim()), (403, "missing or wrong CSRF token (X-CSRF-Token)"));
     let (status, _) = send(http.post(&retry).header("cookie", &cookie).header("x-csrf-token", "0".repeat(64)), body).await;
@@ -172,6 +203,16 @@ async fn a_viewer_sees_no_action_and_requests_without_token_or_csrf_are_refused(
     // Retried, it fails again; then a discard by filter: every job of the task, with a reason.
     db.enqueue("fixture-permanent", "2026-01-01T00:00:00Z", &["k2", "k3"]).await;
     db.wait_count("SELECT count(*) FROM almanac.jobs WHERE status = 'failed'", 3, Duration::from_secs(60)).await;
+    // Slots and ranges as the CLI reads them, by the task's calendar (UTC here): a date too.
+    let (status, text) =
+        send(http.post(&retry).header("authorization", &bearer), r#"{"task": "fixture-permanent", "slot": "2026-01-01", "preview": true}"#).await;
+    assert!(status == 200 && text.contains(r#""changed":3"#), "{status} {text}");
+    let (status, text) =
+        send(http.post(&retry).header("authorization", &bearer), r#"{"task": "fixture-permanent", "from": "2026-01-02", "preview": true}"#).await;
+    assert!(status == 200 && text.contains(r#""changed":0"#), "{status} {text}");
+    let (status, text) =
+        send(http.post(&retry).header("authorization", &bearer), r#"{"task": "fixture-permanent", "slot": "yesterday", "preview": true}"#).await;
+    assert!(status == 400 && text.starts_with(r#"slot: "yesterday" is not an instant"#), "{status} {text}");
     let discard = format!("{base}/api/actions/discard");
     let (status, text) = send(http.post(&discard).header("authorization", &bearer), r#"{"task": "fixture-permanent", "all": true}"#).await;
     assert_eq!((status, text.trim()), (400, "a discard needs a reason (recorded on each one and with the change)"));

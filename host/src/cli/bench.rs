@@ -312,6 +312,12 @@ fn render(r: &Report) -> String {
     target(format!("status and /api/overview <= 100 ms with 10^7 done ({:.1} ms at most)", slowest.unwrap_or(f64::NAN)), slowest.map(|x| x <= 100.0));
     let calendar = year.map(|h| h.full.calendar_max_ms);
     target(format!("a task's calendar month <= 100 ms with 10^7 done ({:.1} ms at most)", calendar.unwrap_or(f64::NAN)), calendar.map(|x| x <= 100.0));
+    if let Some(s) = &r.scaling {
+        for run in &s.runs {
+            let ratio = run.wal_bytes_per_job / s.floor_wal_bytes_per_job.max(1e-9);
+            target(format!("WAL per job at batch {}, {} host(s), <= the floor's ({ratio:.2}x)", s.batch, run.hosts), Some(ratio <= 1.0));
+        }
+    }
     if let Some(p) = r.pages.as_ref().filter(|p| p.clients >= 50) {
         let ratio = p.loaded_jobs_per_second / p.quiet_jobs_per_second;
         target(format!("{} clients loading the console leave the workers >= 0.9 x their jobs/s ({ratio:.2})", p.clients), Some(ratio >= 0.9));

@@ -97,6 +97,7 @@ pub async fn wait(
     woken == Woken::Time
 }
 
+/// How a worker's wait ended.
 #[derive(PartialEq)]
 enum Woken {
     Notified,
@@ -105,24 +106,14 @@ enum Woken {
     Registry,
 }
 
-/// Until a notification, `deadline`, or a change of the plugins served; the last is
-/// seen on this host's registry alone (a reload announces nothing to the database),
-/// looked at every second.
+/// Until a notification, `deadline`, or a change of the plugins served, looked at on
+/// this host's registry every second.
 async fn until(context: &Waiting<'_>, wake: &mut watch::Receiver<u64>, deadline: Instant, shutdown: &CancellationToken) -> Woken {
     let served = crate::plugin::Served::now(context.loaded);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Woken::Time;
-        }
-        tokio::select! {
-            _ = wake.changed() => return Woken::Notified,
-            _ = tokio::time::sleep(left.min(REGISTRY_EVERY)) => {}
-            _ = shutdown.cancelled() => return Woken::Registry,
-        }
-        if served.changed(context.loaded) {
-            return Woken::Registry;
-        }
+    match crate::wake::until(wake, deadline, REGISTRY_EVERY, || served.changed(context.loaded), shutdown).await {
+        crate::wake::Woken::Notified | crate::wake::Woken::Closed => Woken::Notified,
+        crate::wake::Woken::Time => Woken::Time,
+        crate::wake::Woken::Changed | crate::wake::Woken::Shutdown => Woken::Registry,
     }
 }
 

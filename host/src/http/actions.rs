@@ -12,7 +12,6 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 
@@ -29,8 +28,10 @@ pub struct Request {
     /// The topic (outbox actions).
     #[serde(default)]
     pub topic: String,
-    /// One period (its start, UTC) of the task's jobs; every period if absent.
-    pub slot: Option<DateTime<Utc>>,
+    /// One period of the task's jobs, as `almanac retry --slot` reads it (RFC 3339, a slot
+    /// label, UTC as `almanac jobs` prints it, or a date: that day's slot of a daily
+    /// schedule); every period if absent.
+    pub slot: Option<String>,
     /// One key (a job's, or a message's); every key if absent.
     pub key: Option<String>,
     /// Recorded with the change; a discard needs one.
@@ -45,7 +46,8 @@ pub struct Request {
     /// another number now, nothing is done (409).
     pub expect: Option<i64>,
     /// A backfill's range, as `almanac backfill --from/--to` takes them; for a retry or a
-    /// discard, the first slot taken (RFC 3339, as the calendar's days give it).
+    /// discard, the first slot taken (as `almanac retry --from` reads it: a date is
+    /// midnight in the task's zone).
     pub from: Option<String>,
     /// A backfill's end, or where a cursor moves to (as `almanac cursor --to`); for a
     /// retry or a discard, the slot before which it stops.
@@ -199,20 +201,36 @@ async fn unknown(client: &Client, task: &str) -> Result<bool, tokio_postgres::Er
 
 async fn take(client: &Client, action: Action, request: &Request, origin: &str) -> Taken {
     let task = request.task.as_str();
-    let (slot, key, reason) = (request.slot, request.key.as_deref(), request.reason.as_deref().filter(|r| !r.trim().is_empty()));
+    let (key, reason) = (request.key.as_deref(), request.reason.as_deref().filter(|r| !r.trim().is_empty()));
     let no_task = || (StatusCode::NOT_FOUND, format!("no task {:?}", crate::text::printable(task)));
     let topic = request.topic.as_str();
     let no_topic = || (StatusCode::NOT_FOUND, format!("no outbox topic {:?}", crate::text::printable(topic)));
     let needs_reason = || (StatusCode::BAD_REQUEST, "a discard needs a reason (recorded on each one and with the change)".to_owned());
-    let instant = |what: &str, text: &Option<String>| match text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-        None => Ok(None),
-        Some(t) => DateTime::parse_from_rfc3339(t)
-            .map(|t| Some(t.to_utc()))
-            .map_err(|e| (StatusCode::BAD_REQUEST, format!("{what}: an RFC 3339 instant, not {t:?}: {e}"))),
+    let given = |text: &Option<String>| text.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned);
+    let (slot, from, to) = (given(&request.slot), given(&request.from), given(&request.to));
+    // Read as the CLI reads them: by the task's calendar (an on-demand task's in UTC).
+    let schedule = match (action, slot.is_some() || from.is_some() || to.is_some()) {
+        (Action::Retry | Action::Discard, true) => match crate::scheduler::operate::schedule_of(client, task).await? {
+            Some(stored) => match stored.schedule() {
+                Ok(schedule) => schedule,
+                Err(e) => return Ok(Err((StatusCode::INTERNAL_SERVER_ERROR, format!("the stored schedule of {task:?}: {e}")))),
+            },
+            None => return Ok(Err(no_task())),
+        },
+        _ => None,
     };
-    let which = match (instant("from", &request.from), instant("to", &request.to)) {
-        (Ok(from), Ok(to)) => crate::executor::operate::Which { slot, key, from, to },
-        (Err(e), _) | (_, Err(e)) => return Ok(Err(e)),
+    let zone = schedule.as_ref().map_or(chrono_tz::UTC, |s| s.zone());
+    let read = |what: &str, text: Option<String>, slot: bool| {
+        let Some(text) = text else { return Ok(None) };
+        let at = match (&schedule, slot) {
+            (Some(schedule), true) => schedule.parse_slot(&text),
+            _ => crate::calendar::parse_instant(&text, zone),
+        };
+        at.map(Some).map_err(|e| (StatusCode::BAD_REQUEST, format!("{what}: {e}")))
+    };
+    let which = match (read("slot", slot, true), read("from", from, false), read("to", to, false)) {
+        (Ok(slot), Ok(from), Ok(to)) => crate::executor::operate::Which { slot, key, from, to },
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return Ok(Err(e)),
     };
     Ok(Ok(match action {
         Action::Retry => {

@@ -52,8 +52,11 @@ impl Access {
     }
 }
 
-/// The cookie a browser session is kept in.
-pub const COOKIE: &str = "almanac_session";
+/// The cookie a browser session is kept in. `__Host-`: a browser takes it only when it is
+/// `Secure`, for `Path=/` and without a `Domain`, so a neighbouring subdomain (or a
+/// plain-HTTP page of the same name) cannot plant a session of its own choosing on an
+/// operator's browser.
+pub const COOKIE: &str = "__Host-almanac_session";
 /// How long a browser session lasts.
 pub const SESSION_LASTS: Duration = Duration::from_secs(12 * 3600);
 /// How long a looked-up token or session is believed (a revocation takes this long).
@@ -197,6 +200,14 @@ pub fn cross_site(headers: &HeaderMap) -> bool {
     }
 }
 
+/// Whether the browser will not keep the session's `Secure` cookie: it says (`Origin`)
+/// that its page is plain HTTP, and the host it reached is not a loopback name (where
+/// browsers keep a `Secure` cookie all the same). A sign-in would lead back to itself.
+pub fn insecure_origin(headers: &HeaderMap) -> bool {
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    origin.is_some_and(|o| o.to_ascii_lowercase().starts_with("http://")) && !loopback_host(headers)
+}
+
 /// Whether the request names a loopback host: without sign-in, a page elsewhere whose
 /// name was rebound to 127.0.0.1 (DNS rebinding) must not read what the console shows.
 pub fn loopback_host(headers: &HeaderMap) -> bool {
@@ -270,10 +281,27 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_http_page_off_loopback_cannot_keep_a_session() {
+        let headers = |origin: &str, host: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::ORIGIN, origin.parse().unwrap());
+            h.insert(header::HOST, host.parse().unwrap());
+            h
+        };
+        assert!(insecure_origin(&headers("http://10.0.0.5:9187", "10.0.0.5:9187")));
+        assert!(insecure_origin(&headers("HTTP://console.example", "console.example")));
+        assert!(!insecure_origin(&headers("https://console.example", "console.example")), "behind a TLS proxy");
+        assert!(!insecure_origin(&headers("http://127.0.0.1:9187", "127.0.0.1:9187")));
+        assert!(!insecure_origin(&headers("http://localhost:9187", "localhost:9187")));
+        assert!(!insecure_origin(&headers("http://[::1]:9187", "[::1]:9187")));
+        assert!(!insecure_origin(&HeaderMap::new()), "no Origin: not known");
+    }
+
+    #[test]
     fn cookies_are_found_by_name() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, "a=1; almanac_session=abc; b=2".parse().unwrap());
-        assert_eq!(cookie(&headers, COOKIE), Some("abc"));
+        headers.insert(header::COOKIE, "a=1; almanac_session=old; __Host-almanac_session=abc; b=2".parse().unwrap());
+        assert_eq!(cookie(&headers, COOKIE), Some("abc"), "the name before __Host- is no session");
         assert_eq!(cookie(&headers, "c"), None);
     }
 }

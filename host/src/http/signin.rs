@@ -40,6 +40,12 @@ pub async fn sign_in(
     if auth::cross_site(&headers) {
         return page(StatusCode::FORBIDDEN, "A sign-in from another site is refused.");
     }
+    if auth::insecure_origin(&headers) {
+        return page(
+            StatusCode::BAD_REQUEST,
+            "This page came over plain HTTP to an address that is not loopback, where a browser drops the session's Secure cookie: a sign-in would only lead back here. Reach the console over HTTPS (a proxy that terminates TLS) or at 127.0.0.1 / localhost.",
+        );
+    }
     if !observed.gate.may_try(address) {
         return page(StatusCode::TOO_MANY_REQUESTS, "Too many failed sign-ins from this address: wait a minute.");
     }

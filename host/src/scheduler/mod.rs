@@ -22,6 +22,7 @@ use crate::job::MAX_KEY_BYTES;
 use crate::login::Logins;
 use crate::plugin::{CallError, Loaded, Plugin};
 use crate::task::Applied;
+use crate::wake::Woken;
 
 pub mod applied;
 pub mod operate;
@@ -556,37 +557,11 @@ async fn rest(
         .chain(backoff.values().map(|(until, _)| *until))
         .min()
         .unwrap_or_else(|| Instant::now() + LONGEST_REST);
-    loop {
-        match changes.has_changed() {
-            Ok(true) => {
-                // Seen before the next round looks: one arriving during it wakes the next.
-                changes.borrow_and_update();
-                next.clear();
-                return;
-            }
-            Ok(false) => {}
-            // The listener is gone (shutting down): tick by the clock.
-            Err(_) => return,
-        }
-        if served.changed(loaded) {
-            next.clear();
-            return;
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        tokio::select! {
-            // A change (marked seen by `changed`, as above) or the listener gone.
-            changed = changes.changed() => {
-                if changed.is_ok() {
-                    next.clear();
-                }
-                return;
-            }
-            _ = tokio::time::sleep(left.min(step)) => {}
-            _ = shutdown.cancelled() => return,
-        }
+    // A change seen before the next round looks: one arriving during it wakes the next.
+    // The listener gone (shutting down), the scheduler ticks by the clock.
+    match crate::wake::until(changes, until, step, || served.changed(loaded), shutdown).await {
+        Woken::Notified | Woken::Changed => next.clear(),
+        Woken::Closed | Woken::Time | Woken::Shutdown => {}
     }
 }
 
