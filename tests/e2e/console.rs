@@ -156,26 +156,15 @@ async fn a_viewer_sees_no_action_and_requests_without_token_or_csrf_are_refused(
     // the Secure cookie, so the sign-in says why instead of leading back to itself.
     let port = base.rsplit(':').next().unwrap();
     let far = format!("console.example:{port}");
-    let refused = http
-        .post(format!("{base}/login"))
-        .header("host", &far)
-        .header("origin", format!("http://{far}"))
-        .form(&[("token", alice.as_str())])
-        .send()
-        .await
-        .unwrap();
+    let sign_in_from = |scheme: &str| {
+        http.post(format!("{base}/login")).header("host", &far).header("origin", format!("{scheme}://{far}")).form(&[("token", alice.as_str())]).send()
+    };
+    let refused = sign_in_from("http").await.unwrap();
     assert_eq!(refused.status().as_u16(), 400);
     assert!(refused.headers().get("set-cookie").is_none());
     assert!(refused.text().await.unwrap().contains("plain HTTP"));
     // The same behind a proxy that terminates TLS: signed in.
-    let proxied = http
-        .post(format!("{base}/login"))
-        .header("host", &far)
-        .header("origin", format!("https://{far}"))
-        .form(&[("token", alice.as_str())])
-        .send()
-        .await
-        .unwrap();
+    let proxied = sign_in_from("https").await.unwrap();
     assert_eq!(proxied.status().as_u16(), 303);
     assert!(proxied.headers()["set-cookie"].to_str().unwrap().starts_with("__Host-almanac_session="));
     // An operator's browser session without its CSRF token (a forged cross-site form).
