@@ -114,6 +114,16 @@ pub async fn until(
     shutdown: &CancellationToken,
 ) -> Woken {
     loop {
+        // A notification already here counts even when the deadline has passed: the
+        // scheduler's often has (a task backing off rests until "now").
+        match wake.has_changed() {
+            Ok(true) => {
+                wake.borrow_and_update();
+                return Woken::Notified;
+            }
+            Ok(false) => {}
+            Err(_) => return Woken::Closed,
+        }
         if changed() {
             return Woken::Changed;
         }
@@ -126,5 +136,52 @@ pub async fn until(
             _ = tokio::time::sleep(left.min(step)) => {}
             _ = shutdown.cancelled() => return Woken::Shutdown,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{until, Woken};
+    use std::time::{Duration, Instant};
+    use tokio::sync::watch;
+    use tokio_util::sync::CancellationToken;
+
+    #[tokio::test]
+    async fn a_wait_ends_on_what_came_first_and_a_notification_already_here_beats_a_past_deadline() {
+        let shutdown = CancellationToken::new();
+        let (tx, mut rx) = watch::channel(0u64);
+        let past = Instant::now();
+        let step = Duration::from_millis(10);
+        assert_eq!(until(&mut rx, past, step, || false, &shutdown).await, Woken::Time);
+        tx.send_modify(|n| *n += 1);
+        assert_eq!(until(&mut rx, past, step, || false, &shutdown).await, Woken::Notified);
+        assert_eq!(until(&mut rx, past, step, || false, &shutdown).await, Woken::Time, "seen once");
+        let later = Instant::now() + Duration::from_secs(60);
+        let mut looks = 0;
+        assert_eq!(
+            until(
+                &mut rx,
+                later,
+                step,
+                || {
+                    looks += 1;
+                    looks == 3
+                },
+                &shutdown
+            )
+            .await,
+            Woken::Changed
+        );
+        let notify = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            tx.send_modify(|n| *n += 1);
+            tx
+        });
+        assert_eq!(until(&mut rx, later, Duration::from_secs(60), || false, &shutdown).await, Woken::Notified);
+        drop(notify.await.unwrap());
+        assert_eq!(until(&mut rx, later, step, || false, &shutdown).await, Woken::Closed);
+        let (_tx, mut rx) = watch::channel(0u64);
+        shutdown.cancel();
+        assert_eq!(until(&mut rx, later, Duration::from_secs(60), || false, &shutdown).await, Woken::Shutdown);
     }
 }

@@ -80,5 +80,7 @@ async fn a_retry_of_no_task_is_404_and_a_discard_of_all_and_a_key_is_400() {
     assert!(status == 200 && text.contains(r#""changed":0"#), "{status} {text}");
     let (status, text) = send("discard", r#"{"task": "daily-points", "from": "March", "reason": "closed"}"#).await;
     assert!(status == 400 && text.contains("give RFC 3339"), "{status} {text}");
+    let (status, text) = send("retry", r#"{"task": "daily-points", "slot": " "}"#).await;
+    assert_eq!((status, text.trim()), (400, "slot is empty: leave it out to take every slot"));
     host.stop().await;
 }

@@ -206,6 +206,10 @@ async fn take(client: &Client, action: Action, request: &Request, origin: &str) 
     let topic = request.topic.as_str();
     let no_topic = || (StatusCode::NOT_FOUND, format!("no outbox topic {:?}", crate::text::printable(topic)));
     let needs_reason = || (StatusCode::BAD_REQUEST, "a discard needs a reason (recorded on each one and with the change)".to_owned());
+    // An empty slot is no slot at all: refused, rather than taken for every slot.
+    if request.slot.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Ok(Err((StatusCode::BAD_REQUEST, "slot is empty: leave it out to take every slot".into())));
+    }
     let given = |text: &Option<String>| text.as_deref().map(str::trim).filter(|t| !t.is_empty()).map(str::to_owned);
     let (slot, from, to) = (given(&request.slot), given(&request.from), given(&request.to));
     // Read as the CLI reads them: by the task's calendar (an on-demand task's in UTC).
@@ -213,7 +217,8 @@ async fn take(client: &Client, action: Action, request: &Request, origin: &str) 
         (Action::Retry | Action::Discard, true) => match crate::scheduler::operate::schedule_of(client, task).await? {
             Some(stored) => match stored.schedule() {
                 Ok(schedule) => schedule,
-                Err(e) => return Ok(Err((StatusCode::INTERNAL_SERVER_ERROR, format!("the stored schedule of {task:?}: {e}")))),
+                // Stored by a newer host, say: this one cannot read its dates (as periods.rs).
+                Err(e) => return Ok(Err((StatusCode::CONFLICT, format!("{task}'s stored schedule cannot be read by this host: {e}")))),
             },
             None => return Ok(Err(no_task())),
         },

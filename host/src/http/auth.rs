@@ -200,22 +200,34 @@ pub fn cross_site(headers: &HeaderMap) -> bool {
     }
 }
 
-/// Whether the browser will not keep the session's `Secure` cookie: it says (`Origin`)
-/// that its page is plain HTTP, and the host it reached is not a loopback name (where
-/// browsers keep a `Secure` cookie all the same). A sign-in would lead back to itself.
+/// Whether the browser will not keep the session's `Secure` cookie: its page (as its
+/// `Origin` says, whatever `Host` a proxy forwarded) is plain HTTP on a name that is not
+/// loopback, where browsers keep `Secure` cookies all the same (`localhost`, names under
+/// `.localhost`, loopback addresses). A sign-in would only lead back to itself.
 pub fn insecure_origin(headers: &HeaderMap) -> bool {
-    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
-    origin.is_some_and(|o| o.to_ascii_lowercase().starts_with("http://")) && !loopback_host(headers)
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else { return false };
+    let origin = origin.to_ascii_lowercase();
+    let Some(host) = origin.strip_prefix("http://") else { return false };
+    let name = host_name(host).trim_end_matches('.');
+    !(loopback_name(name) || name.ends_with(".localhost"))
 }
 
 /// Whether the request names a loopback host: without sign-in, a page elsewhere whose
 /// name was rebound to 127.0.0.1 (DNS rebinding) must not read what the console shows.
 pub fn loopback_host(headers: &HeaderMap) -> bool {
     let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else { return false };
-    let name = match host.strip_prefix('[') {
+    loopback_name(host_name(host))
+}
+
+/// The name in `host[:port]`; an IPv6 address without its brackets.
+fn host_name(host: &str) -> &str {
+    match host.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or_default(),
         None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
+    }
+}
+
+fn loopback_name(name: &str) -> bool {
     name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
@@ -290,10 +302,15 @@ mod tests {
         };
         assert!(insecure_origin(&headers("http://10.0.0.5:9187", "10.0.0.5:9187")));
         assert!(insecure_origin(&headers("HTTP://console.example", "console.example")));
+        assert!(insecure_origin(&headers("http://10.0.0.5", "127.0.0.1:9187")), "a plain proxy that forwards to loopback");
         assert!(!insecure_origin(&headers("https://console.example", "console.example")), "behind a TLS proxy");
         assert!(!insecure_origin(&headers("http://127.0.0.1:9187", "127.0.0.1:9187")));
         assert!(!insecure_origin(&headers("http://localhost:9187", "localhost:9187")));
+        assert!(!insecure_origin(&headers("http://localhost:5173", "10.0.0.5:9187")), "a dev proxy that rewrites Host");
+        assert!(!insecure_origin(&headers("http://console.localhost", "console.localhost")));
+        assert!(!insecure_origin(&headers("http://localhost.:9187", "localhost.:9187")));
         assert!(!insecure_origin(&headers("http://[::1]:9187", "[::1]:9187")));
+        assert!(!insecure_origin(&headers("null", "10.0.0.5:9187")), "an opaque origin: not known");
         assert!(!insecure_origin(&HeaderMap::new()), "no Origin: not known");
     }
 
