@@ -474,6 +474,9 @@ pub async fn run(
         let (mut healthy, mut more) = (true, false);
         // The plugins as loaded now; a reload meanwhile is seen on the next round.
         let registry = loaded.load_full();
+        // A plugin no longer served backs off no more: its deadline would keep the rest
+        // between rounds at nothing.
+        backoff.retain(|name, _| registry.get(name).is_some());
         for plugin in registry.iter() {
             let name = plugin.name().to_owned();
             if shutdown.is_cancelled() {
