@@ -118,3 +118,35 @@ async fn retries_end_done_after_three_attempts_or_failed_with_the_error() {
     assert_eq!((error.as_str(), attempts), ("account k9 is closed", 1));
     host.stop().await;
 }
+
+/// A connection dropped inside a transaction, as a panic mid-batch leaves it, is closed:
+/// lent again, the next batch would run inside that transaction and its COMMIT would
+/// commit what was left half done.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_dropped_inside_a_transaction_is_closed_not_lent_again() {
+    let db = TestDb::new().await;
+    let pool = almanac::db::Pool::new(&almanac::db::Target::new(&db.url).unwrap(), 1).unwrap();
+    const PID: &str = "SELECT pg_backend_pid(), txid_current_if_assigned() IS NOT NULL";
+    // A transaction that ended: the same backend is lent again.
+    let conn = pool.get().await.unwrap();
+    let first: i32 = conn.query_one(PID, &[]).await.unwrap().get(0);
+    conn.in_transaction(true);
+    conn.batch_execute("BEGIN; CREATE TEMP TABLE kept (x int); COMMIT").await.unwrap();
+    conn.in_transaction(false);
+    drop(conn);
+    let conn = pool.get().await.unwrap();
+    assert_eq!(conn.query_one(PID, &[]).await.unwrap().get::<_, i32>(0), first, "a settled connection is lent again");
+    // A task that panics inside its transaction.
+    let panicked = tokio::spawn(async move {
+        conn.in_transaction(true);
+        conn.batch_execute("BEGIN; CREATE TEMP TABLE left_behind (x int)").await.unwrap();
+        assert!(conn.query_one("SELECT txid_current_if_assigned() IS NOT NULL", &[]).await.unwrap().get::<_, bool>(0));
+        panic!("a bug mid-batch");
+    })
+    .await;
+    assert!(panicked.unwrap_err().is_panic());
+    let conn = pool.get().await.unwrap();
+    let row = conn.query_one(PID, &[]).await.unwrap();
+    assert_ne!(row.get::<_, i32>(0), first, "the connection left inside a transaction was closed");
+    assert!(!row.get::<_, bool>(1), "and the new one is in no transaction");
+}

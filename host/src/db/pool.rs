@@ -3,6 +3,7 @@
 //! must not outlive their transaction (see `sql`), and a pooled and a direct host can
 //! live in one process.
 use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{ClientWrapper, Manager, ManagerConfig, Object, PoolError, RecyclingMethod, Runtime};
@@ -30,7 +31,7 @@ impl Pool {
     }
 
     pub async fn get(&self) -> Result<Conn, PoolError> {
-        Ok(Conn { inner: self.inner.get().await?, pooled: self.pooled })
+        Ok(Conn { inner: Some(self.inner.get().await?), pooled: self.pooled, open: AtomicBool::new(false) })
     }
 
     /// Whether the target is a transaction pooler.
@@ -44,13 +45,36 @@ impl Pool {
     }
 }
 
-/// A connection lent by a [`Pool`]; back to it when dropped.
+/// A connection lent by a [`Pool`]; back to it when dropped, unless a transaction may
+/// still be open on it ([`Conn::in_transaction`]).
 pub struct Conn {
-    inner: Object,
+    /// `None` only once closed.
+    inner: Option<Object>,
     pooled: bool,
+    /// Marked by its user for the length of a transaction it opened by hand.
+    open: AtomicBool,
+}
+
+impl Drop for Conn {
+    /// A connection dropped inside a transaction (a panic unwinding through the batch or
+    /// the action that opened it) is closed: lent again, the next user's statements would
+    /// run in that transaction, and its COMMIT commit what was left half done.
+    fn drop(&mut self) {
+        if *self.open.get_mut() {
+            if let Some(inner) = self.inner.take() {
+                drop(Object::take(inner));
+            }
+        }
+    }
 }
 
 impl Conn {
+    /// Say that a transaction was opened on this connection (`true`) or ended (`false`).
+    /// Dropped while one is open, the connection is closed, not returned to its pool.
+    pub fn in_transaction(&self, open: bool) {
+        self.open.store(open, Ordering::Release);
+    }
+
     /// Whether this connection leads through a transaction pooler.
     pub fn pooled(&self) -> bool {
         self.pooled
@@ -58,25 +82,29 @@ impl Conn {
 
     /// The pool this connection came from.
     pub fn pool(&self) -> Option<Pool> {
-        Object::pool(&self.inner).map(|inner| Pool { inner, pooled: self.pooled })
+        Object::pool(self.object()).map(|inner| Pool { inner, pooled: self.pooled })
     }
 
     /// Close this connection instead of returning it to its pool: it may be
     /// mid-transaction or carry a cancel request.
     pub fn close(self) {
-        drop(Object::take(self.inner));
+        self.in_transaction(true);
+    }
+
+    fn object(&self) -> &Object {
+        self.inner.as_ref().expect("a connection is lent until dropped")
     }
 }
 
 impl Deref for Conn {
     type Target = ClientWrapper;
     fn deref(&self) -> &ClientWrapper {
-        &self.inner
+        self.object()
     }
 }
 
 impl DerefMut for Conn {
     fn deref_mut(&mut self) -> &mut ClientWrapper {
-        &mut self.inner
+        self.inner.as_mut().expect("a connection is lent until dropped")
     }
 }

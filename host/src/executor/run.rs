@@ -96,6 +96,25 @@ pub async fn run_batch(
     slots: &mut SlotCache,
     hold: &mut claims::Hold,
 ) -> Result<BatchOutcome, BatchError> {
+    // Until it ends well: a session dropped mid-batch (a panic) is closed, never lent to
+    // the next batch, whose COMMIT would mark this one's jobs done with half their work.
+    conn.in_transaction(true);
+    let outcome = transaction(conn, backend, context, task, claim, slots, hold).await;
+    if outcome.is_ok() {
+        conn.in_transaction(false);
+    }
+    outcome
+}
+
+async fn transaction(
+    conn: &Arc<Conn>,
+    backend: &mut claims::Backend,
+    context: &Context,
+    task: &str,
+    claim: Claim<'_>,
+    slots: &mut SlotCache,
+    hold: &mut claims::Hold,
+) -> Result<BatchOutcome, BatchError> {
     let options = &context.options;
     let mut outcome = BatchOutcome::default();
     // Prepared before the transaction: a job's error aborts it, and the statements that

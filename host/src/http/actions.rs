@@ -171,7 +171,17 @@ type Taken = Result<Result<i64, (StatusCode, String)>, tokio_postgres::Error>;
 /// most: a preview (`confirmed` None) is rolled back; a confirmed action is kept only if
 /// it changes what its confirmation showed (between the preview and the click, jobs may
 /// have failed, been generated or enqueued), else rolled back and refused.
-async fn in_transaction(client: &Client, action: Action, request: &Request, origin: &str, confirmed: Option<i64>) -> Taken {
+async fn in_transaction(conn: &crate::db::Conn, action: Action, request: &Request, origin: &str, confirmed: Option<i64>) -> Taken {
+    // A panic before the end closes the connection rather than lend it on mid-transaction.
+    conn.in_transaction(true);
+    let taken = ended(conn, action, request, origin, confirmed).await;
+    if taken.is_ok() {
+        conn.in_transaction(false);
+    }
+    taken
+}
+
+async fn ended(client: &Client, action: Action, request: &Request, origin: &str, confirmed: Option<i64>) -> Taken {
     client.batch_execute("BEGIN; SET LOCAL lock_timeout = '5s'").await?;
     let taken = take(client, action, request, origin).await;
     match (taken, confirmed) {
