@@ -210,6 +210,9 @@ impl Dispatcher {
         if self.topics.is_empty() {
             return Ok(outcome);
         }
+        // Until its COMMIT: dropped before (a panic), the connection is closed with its
+        // locks and marks, not lent again.
+        conn.in_transaction(true);
         conn.batch_execute("BEGIN").await?;
         let plan = breaker::plan(conn, &self.breakers, &self.topics).await?;
         let mut rows = plan.probes;
@@ -287,6 +290,7 @@ impl Dispatcher {
         }
         breaker::record(conn, &self.breakers, &tallies).await?;
         conn.batch_execute("COMMIT").await?;
+        conn.in_transaction(false);
         Ok(outcome)
     }
 

@@ -151,6 +151,7 @@ impl<'a> Planner<'a> {
         let session = Arc::new(self.logins.get(task).await?);
         // Repeatable read: every `plan` page of the batch sees one snapshot of the
         // plugin's tables, so paging cannot skip or repeat a key that moves meanwhile.
+        session.in_transaction(true);
         session.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
         self.session = Some(session.clone());
         Ok(session)
@@ -160,6 +161,7 @@ impl<'a> Planner<'a> {
     pub async fn end(&mut self) -> Result<(), SchedulerError> {
         if let Some(session) = self.session.take() {
             session.batch_execute(&format!("ROLLBACK; {}", crate::login::CLEAN)).await?;
+            session.in_transaction(false);
         }
         Ok(())
     }
@@ -175,13 +177,19 @@ impl<'a> Planner<'a> {
 /// Generate the due slots of one task, up to the batch bound, in one transaction.
 pub async fn tick(conn: &Arc<Conn>, logins: &Logins, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
     let mut planner = Planner::new(logins);
+    // Until it ends: dropped before (a panic), the connection is closed, not lent again.
+    conn.in_transaction(true);
     conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
-    let generated = generate(conn, &mut planner, plugin, options).await;
-    match &generated {
-        Ok(_) => planner.end().await?,
-        Err(_) => planner.discard(),
-    }
-    match generated {
+    // The plan's session ends first; if that fails, so does the tick, rolled back below
+    // (left open, the next tick on this connection ran inside it).
+    let generated = match generate(conn, &mut planner, plugin, options).await {
+        Ok(outcome) => planner.end().await.map(|()| outcome),
+        Err(e) => {
+            planner.discard();
+            Err(e)
+        }
+    };
+    let ended = match generated {
         Ok(outcome) => {
             conn.batch_execute("COMMIT").await?;
             Ok(outcome)
@@ -195,7 +203,9 @@ pub async fn tick(conn: &Arc<Conn>, logins: &Logins, plugin: &Plugin, options: &
             conn.batch_execute("ROLLBACK").await?;
             Err(e)
         }
-    }
+    };
+    conn.in_transaction(false);
+    ended
 }
 
 async fn generate(conn: &Arc<Conn>, planner: &mut Planner<'_>, plugin: &Plugin, options: &Options) -> Result<TickOutcome, SchedulerError> {
@@ -360,18 +370,26 @@ pub async fn backfill(
     crate::history::ensure(conn, from, to).await?;
     loop {
         let slots = schedule.slots_after(after).take_while(|s| s.start < to);
+        conn.in_transaction(true);
         conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await?;
         let mut planner = Planner::new(logins);
-        let batch = match generate_slots(conn, &mut planner, plugin, &applied, schedule, slots, None, options).await {
-            Ok(batch) => batch,
+        let generated = match generate_slots(conn, &mut planner, plugin, &applied, schedule, slots, None, options).await {
+            Ok(batch) => planner.end().await.map(|()| batch),
             Err(e) => {
                 planner.discard();
+                Err(e)
+            }
+        };
+        let batch = match generated {
+            Ok(batch) => batch,
+            Err(e) => {
                 conn.batch_execute("ROLLBACK").await?;
+                conn.in_transaction(false);
                 return Err(e);
             }
         };
-        planner.end().await?;
         conn.batch_execute("COMMIT").await?;
+        conn.in_transaction(false);
         let (outcome, last) = batch;
         total.generated += outcome.generated;
         total.empty += outcome.empty;
